@@ -1,0 +1,24 @@
+//! The LLM vocabulary of dsh: branded ids, messages and content blocks, the stream chunks an
+//! adapter yields, token usage and failures (this file's modules), plus the block assembler and
+//! the LLM service seam that adapters register with.
+//!
+//! Spec: `../shared/spec/llm-streaming.md`. Wire form: upstream session log format v0.
+
+mod adapter;
+mod chunk;
+mod content;
+mod ids;
+mod request;
+
+pub use adapter::{ChunkStream, LlmAdapter, ModelInfo, ProviderInfo};
+pub use chunk::{
+    BlockType, FinishReason, LlmFailure, ReplayEnvelope, StreamChunk, TokenUsage, codes,
+};
+pub use content::{ContentBlock, ContextForm, ContextSection, Message, MessageSource, Role};
+pub use ids::{CallId, MessageId, ModelId, ProviderId, ReasoningEffortId, SessionId};
+pub use request::{
+    AdapterDefaults, CallPurpose, EpochHeader, GenerateOptions, LlmCallConfig, ToolSchema,
+};
+
+#[cfg(test)]
+mod tests;
