@@ -158,6 +158,25 @@ pub(crate) struct ServiceEntry {
     pub(crate) value: Arc<dyn Any + Send + Sync>,
 }
 
+/// One service layer. Plain child scopes (plugin scopes) share their parent's layer, so what a
+/// plugin provides is visible to every scope; tagged and isolated scopes open a new layer whose
+/// lookups fall back to the parent layer (and whose entries shadow it).
+pub(crate) struct Layer {
+    pub(crate) label: String,
+    pub(crate) services: RwLock<HashMap<ServiceKey, ServiceEntry>>,
+    pub(crate) parent: Option<Arc<Layer>>,
+}
+
+impl Layer {
+    fn new(label: String, parent: Option<Arc<Layer>>) -> Arc<Self> {
+        Arc::new(Self {
+            label,
+            services: RwLock::new(HashMap::new()),
+            parent,
+        })
+    }
+}
+
 pub(crate) struct ScopeInner {
     pub(crate) id: u64,
     pub(crate) label: String,
@@ -165,7 +184,7 @@ pub(crate) struct ScopeInner {
     pub(crate) key: Option<ScopeKey>,
     pub(crate) bus: Arc<Bus>,
     state: Mutex<ScopeState>,
-    pub(crate) services: RwLock<HashMap<ServiceKey, ServiceEntry>>,
+    pub(crate) layer: Arc<Layer>,
     cancel: CancellationToken,
     disposed: tokio::sync::OnceCell<()>,
     /// The parent's effect that owns this scope, removed once this scope is disposed directly.
@@ -328,10 +347,12 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     pub(crate) fn new_root(label: impl Into<String>) -> Self {
+        let label = label.into();
         Self {
             inner: Arc::new(ScopeInner {
                 id: NEXT_SCOPE.fetch_add(1, Ordering::Relaxed),
-                label: label.into(),
+                layer: Layer::new(label.clone(), None),
+                label,
                 parent: None,
                 key: None,
                 bus: Arc::new(Bus::default()),
@@ -340,7 +361,6 @@ impl Context {
                     effects: Vec::new(),
                     next_effect: 0,
                 }),
-                services: RwLock::new(HashMap::new()),
                 cancel: CancellationToken::new(),
                 disposed: tokio::sync::OnceCell::new(),
                 owner_effect: Mutex::new(None),
@@ -380,27 +400,45 @@ impl Context {
     }
 
     /// Creates a child scope owned by this one: disposing this scope disposes the child.
-    /// The child inherits this scope's key.
+    /// The child inherits this scope's key and shares its service layer, so services it provides
+    /// are visible wherever this scope's are (plugin scopes are made this way), yet they are
+    /// removed when the child is disposed.
     ///
     /// # Errors
     /// [`KernelError::InactiveScope`] if this scope is disposing or disposed.
     pub fn child(&self, label: impl Into<String>) -> Result<Context> {
-        self.make_child(label.into(), self.inner.key.clone())
+        self.make_child(label.into(), self.inner.key.clone(), false)
     }
 
-    /// Creates a child scope tagged with `key` (e.g. an agent scope). Listeners registered
-    /// through it (or its descendants) only receive dispatches whose carrier key is `key` or a
-    /// descendant of it, unless registered as global.
+    /// Creates a child scope with its own service layer: it sees this scope's services, may
+    /// shadow them, and what it provides is visible only to itself and its descendants.
+    ///
+    /// # Errors
+    /// [`KernelError::InactiveScope`] if this scope is disposing or disposed.
+    pub fn isolated(&self, label: impl Into<String>) -> Result<Context> {
+        self.make_child(label.into(), self.inner.key.clone(), true)
+    }
+
+    /// Creates a child scope tagged with `key` (e.g. an agent scope), with its own service layer
+    /// (as [`Context::isolated`]). Listeners registered through it (or its descendants) only
+    /// receive dispatches whose carrier key is `key` or a descendant of it, unless registered as
+    /// global.
     ///
     /// # Errors
     /// [`KernelError::InactiveScope`] if this scope is disposing or disposed.
     pub fn tagged(&self, key: ScopeKey, label: impl Into<String>) -> Result<Context> {
-        self.make_child(label.into(), Some(key))
+        self.make_child(label.into(), Some(key), true)
     }
 
-    fn make_child(&self, label: String, key: Option<ScopeKey>) -> Result<Context> {
+    fn make_child(&self, label: String, key: Option<ScopeKey>, new_layer: bool) -> Result<Context> {
+        let layer = if new_layer {
+            Layer::new(label.clone(), Some(self.inner.layer.clone()))
+        } else {
+            self.inner.layer.clone()
+        };
         let child = Arc::new(ScopeInner {
             id: NEXT_SCOPE.fetch_add(1, Ordering::Relaxed),
+            layer,
             label,
             parent: Some(self.inner.clone()),
             key,
@@ -410,7 +448,6 @@ impl Context {
                 effects: Vec::new(),
                 next_effect: 0,
             }),
-            services: RwLock::new(HashMap::new()),
             cancel: self.inner.cancel.child_token(),
             disposed: tokio::sync::OnceCell::new(),
             owner_effect: Mutex::new(None),

@@ -1,8 +1,10 @@
 //! The typed service registry.
 //!
-//! Services are keyed by type (and optionally a name). Each scope is one layer: providing a
-//! duplicate in the same layer is an error; child scopes see their ancestors' services and may
-//! shadow them; a service disappears when the registration (or its scope) is disposed.
+//! Services are keyed by type (and optionally a name) and live in *layers*. The root has one;
+//! plain child scopes (plugin scopes) share their parent's layer, so a plugin's services are
+//! visible everywhere; isolated and tagged scopes (agent scopes) open a layer of their own that
+//! sees the parent layer and may shadow it. Providing a duplicate in the same layer is an error;
+//! a service disappears when its registration (or the providing scope) is disposed.
 //!
 //! Dependents are told through two kernel events, [`ServiceProvided`] and [`ServiceRemoved`]
 //! (emit, unscoped): a plugin that cached a service listens for removal and drops it. The kernel
@@ -65,44 +67,46 @@ impl Context {
     ) -> Result<Registration> {
         let key = (TypeId::of::<T>(), name.clone());
         let type_name = std::any::type_name::<T>();
-        let scope = self.inner.clone();
+        let layer = self.inner.layer.clone();
         let value: Arc<dyn Any + Send + Sync> = value;
         let change = ServiceChange {
             type_name,
             name: name.clone(),
-            scope: scope.label.clone(),
+            scope: self.inner.label.clone(),
         };
         let removed = change.clone();
         let ctx_for_removal = self.clone();
         let ((), reg) = self
             .inner
             .add_effect_with(format!("service:{type_name}"), || {
-                let mut layer = scope.services.write().unwrap_or_else(|e| e.into_inner());
-                if layer.contains_key(&key) {
+                let mut services = layer.services.write().unwrap_or_else(|e| e.into_inner());
+                if services.contains_key(&key) {
                     return Err(KernelError::DuplicateService {
                         type_name,
                         name: name.clone(),
-                        scope: scope.label.clone(),
+                        scope: layer.label.clone(),
                     });
                 }
-                layer.insert(
+                services.insert(
                     key.clone(),
                     ServiceEntry {
                         value: value.clone(),
                     },
                 );
-                let scope = scope.clone();
+                drop(services);
+                let layer = layer.clone();
                 Ok((
                     (),
                     vec![Disposer::infallible(move || {
-                        let mut layer = scope.services.write().unwrap_or_else(|e| e.into_inner());
-                        if layer
+                        let mut services =
+                            layer.services.write().unwrap_or_else(|e| e.into_inner());
+                        if services
                             .get(&key)
                             .is_some_and(|e| Arc::ptr_eq(&e.value, &value))
                         {
-                            layer.remove(&key);
+                            services.remove(&key);
                         }
-                        drop(layer);
+                        drop(services);
                         ctx_for_removal.emit::<ServiceRemoved>(&removed);
                     })],
                 ))
@@ -133,9 +137,9 @@ impl Context {
     }
 
     fn lookup<T: Send + Sync + 'static>(&self, key: &(TypeId, Option<String>)) -> Option<Arc<T>> {
-        let mut cur = Some(&self.inner);
-        while let Some(scope) = cur {
-            let found = scope
+        let mut cur = Some(&self.inner.layer);
+        while let Some(layer) = cur {
+            let found = layer
                 .services
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
@@ -144,7 +148,7 @@ impl Context {
             if let Some(v) = found {
                 return v.downcast::<T>().ok();
             }
-            cur = scope.parent.as_ref();
+            cur = layer.parent.as_ref();
         }
         None
     }
