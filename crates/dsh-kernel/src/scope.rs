@@ -100,10 +100,10 @@ async fn run_effect(scope_label: String, effect: EffectRecord) {
 fn try_run_sync(scope_label: &str, effect: EffectRecord) -> Option<EffectRecord> {
     if effect.disposers.iter().all(Disposer::is_sync) {
         for d in effect.disposers.into_iter().rev() {
-            if let DisposerKind::Sync(f) = d.0 {
-                if let Err(err) = f() {
-                    tracing::error!(target: "dsh_kernel", scope = %scope_label, effect = %effect.label, error = %err, "disposer failed");
-                }
+            if let DisposerKind::Sync(f) = d.0
+                && let Err(err) = f()
+            {
+                tracing::error!(target: "dsh_kernel", scope = %scope_label, effect = %effect.label, error = %err, "disposer failed");
             }
         }
         None
@@ -263,11 +263,11 @@ impl ScopeInner {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .take();
-                    if let Some((parent, effect_id)) = owner {
-                        if let Some(parent) = parent.upgrade() {
-                            // Drop the record without running it: this scope is already gone.
-                            drop(parent.take_effect(effect_id));
-                        }
+                    if let Some((parent, effect_id)) = owner
+                        && let Some(parent) = parent.upgrade()
+                    {
+                        // Drop the record without running it: this scope is already gone.
+                        drop(parent.take_effect(effect_id));
                     }
                 })
                 .await;
@@ -297,10 +297,10 @@ impl Registration {
     /// if the scope already ran this effect, nothing happens.
     pub async fn dispose(mut self) {
         self.armed = false;
-        if let Some(scope) = self.scope.upgrade() {
-            if let Some(effect) = scope.take_effect(self.effect_id) {
-                run_effect(scope.label.clone(), effect).await;
-            }
+        if let Some(scope) = self.scope.upgrade()
+            && let Some(effect) = scope.take_effect(self.effect_id)
+        {
+            run_effect(scope.label.clone(), effect).await;
         }
     }
 }
@@ -310,10 +310,10 @@ impl Drop for Registration {
         if !self.armed {
             return;
         }
-        if let Some(scope) = self.scope.upgrade() {
-            if let Some(effect) = scope.take_effect(self.effect_id) {
-                run_detached(scope.label.clone(), effect);
-            }
+        if let Some(scope) = self.scope.upgrade()
+            && let Some(effect) = scope.take_effect(self.effect_id)
+        {
+            run_detached(scope.label.clone(), effect);
         }
     }
 }

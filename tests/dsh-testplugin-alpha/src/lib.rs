@@ -1,27 +1,22 @@
-//! A test plugin that provides a marker service and must boot after `dsh-testplugin-beta`
-//! declared no order, so the kernel's id tie-break decides; it also declares `before` on a
-//! plugin that is not linked, which must be ignored.
+//! A test plugin for the kernel's link-time discovery tests. It declares that it boots after
+//! `dsh-testplugin-beta` (which alphabetical order alone would put after it) and before a
+//! plugin that is linked nowhere (a key that must be ignored), records its boot in the test's
+//! `boot-log` service and provides [`AlphaMarker`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// The marker service this plugin provides: the ids of plugins applied before it.
+/// The service this plugin provides.
 #[derive(Debug)]
-pub struct AlphaMarker(pub Vec<String>);
+pub struct AlphaMarker;
 
-/// Records which plugin scopes exist when alpha applies, then provides [`AlphaMarker`].
 fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
-    let seen_beta = ctx.get::<BetaSeen>().is_some();
-    ctx.provide(Arc::new(AlphaMarker(if seen_beta {
-        vec!["beta-first".to_owned()]
-    } else {
-        vec![]
-    })))?
-    .detach();
+    if let Some(log) = ctx.get_named::<Mutex<Vec<String>>>("boot-log") {
+        log.lock()
+            .map_err(|_| "boot-log poisoned")?
+            .push(env!("CARGO_PKG_NAME").to_owned());
+    }
+    ctx.provide(Arc::new(AlphaMarker))?.detach();
     Ok(())
 }
-
-/// A service the beta plugin provides before failing (it must vanish with beta's scope).
-#[derive(Debug)]
-pub struct BetaSeen;
 
 dsh_kernel::plugin! { after = ["dsh-testplugin-beta"], before = ["not-linked-anywhere"], apply = apply }
