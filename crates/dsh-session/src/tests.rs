@@ -1,0 +1,1 @@
+//! Unit tests of dsh-session (one module per rule family).
