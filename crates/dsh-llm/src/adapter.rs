@@ -80,6 +80,14 @@ pub trait LlmAdapter: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Exact-route model metadata (context window, default max tokens, reasoning efforts) for
+    /// `model` on `provider`; `None` when the adapter knows nothing about it (catalog membership
+    /// is advisory: the adapter may still accept the model). Default: the entry of
+    /// [`LlmAdapter::models`] whose `id` equals `model`.
+    fn resolve_model(&self, provider: &str, model: &str) -> Option<ModelInfo> {
+        self.models(provider).into_iter().find(|m| m.id == model)
+    }
+
     /// Live model discovery (e.g. `GET /models`).
     fn discover_models(
         &self,

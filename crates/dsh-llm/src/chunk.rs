@@ -99,6 +99,12 @@ pub mod codes {
     pub const UNKNOWN_MODEL: &str = "UNKNOWN_MODEL";
     /// Anything else.
     pub const UNKNOWN: &str = "UNKNOWN";
+    /// An adapter registration with no routes or an empty route name.
+    pub const INVALID_ADAPTER: &str = "INVALID_ADAPTER";
+    /// An explicit reasoning effort the exact model does not declare.
+    pub const UNSUPPORTED_REASONING_EFFORT: &str = "UNSUPPORTED_REASONING_EFFORT";
+    /// The assembler cannot build an unclosed block of an unknown type.
+    pub const INCOMPLETE_BLOCK: &str = "INCOMPLETE_BLOCK";
 }
 
 /// A provider failure, carried by `finish {error|aborted}` and by turn-end `error` reasons.

@@ -5,19 +5,29 @@
 //! Spec: `../shared/spec/llm-streaming.md`. Wire form: upstream session log format v0.
 
 mod adapter;
+mod assembler;
 mod chunk;
 mod content;
+mod error;
 mod ids;
 mod request;
+mod service;
 
 pub use adapter::{ChunkStream, LlmAdapter, ModelInfo, ProviderInfo};
+pub use assembler::{Assembled, BlockAssembler};
 pub use chunk::{
     BlockType, FinishReason, LlmFailure, ReplayEnvelope, StreamChunk, TokenUsage, codes,
 };
 pub use content::{ContentBlock, ContextForm, ContextSection, Message, MessageSource, Role};
+pub use error::LlmError;
 pub use ids::{CallId, MessageId, ModelId, ProviderId, ReasoningEffortId, SessionId};
 pub use request::{
     AdapterDefaults, CallPurpose, EpochHeader, GenerateOptions, LlmCallConfig, ToolSchema,
+};
+
+pub use service::{
+    AdapterHandle, AdapterRoutes, AdaptersUpdated, LlmService, LlmStream, ResolvedCallConfig,
+    failure_finish,
 };
 
 #[cfg(test)]

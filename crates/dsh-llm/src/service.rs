@@ -1,0 +1,777 @@
+//! [`LlmService`]: the adapter registry and the normalised, interceptable model-call stream
+//! (`ctx.llm` upstream), provided as a kernel service by this crate's plugin.
+//!
+//! Spec: `../shared/spec/llm-streaming.md` ("`LlmRuntime` (`ctx.llm`) and adapter seam",
+//! "Adapter contract"); upstream `packages/llm/llm/src/index.ts` (`LlmRuntime`).
+//!
+//! - Routes: [`LlmService::register_adapter`] is all-or-nothing; the returned [`AdapterHandle`]
+//!   unregisters on drop/dispose (it is a kernel effect of the scope it was registered through, so
+//!   it also vanishes with that scope) and offers an atomic [`AdapterHandle::replace`]. Every
+//!   topology commit emits `llm/adapters-updated` ([`AdaptersUpdated`]).
+//! - Calls: [`LlmService::stream`] runs the `llm/stream` waterfall ([`LlmStream`]); its terminal
+//!   `next` selects the adapter, materialises adapter defaults, strips replay state another
+//!   adapter owns, and normalises every adapter-side failure (no adapter, unsupported effort,
+//!   `Err` items, panics, cancellation) into one terminal `finish {error|aborted}` chunk. It also
+//!   enforces the contract: nothing is forwarded after `finish`, and a `stop` finish after zero
+//!   blocks becomes `finish {error, EMPTY_RESPONSE}`. Failures produced by `llm/stream`
+//!   listeners themselves stay as they are (`Err` items reach the consumer).
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use dsh_kernel::{BoxError, Context, Disposer, Registration, ScopeKey};
+use futures::StreamExt;
+use futures::stream;
+
+use crate::adapter::{ChunkStream, LlmAdapter, ModelInfo, ProviderInfo};
+use crate::chunk::{FinishReason, LlmFailure, StreamChunk, codes};
+use crate::content::{Message, MessageSource, Role};
+use crate::error::LlmError;
+use crate::request::{AdapterDefaults, EpochHeader, GenerateOptions, LlmCallConfig, ToolSchema};
+
+dsh_kernel::event! {
+    /// `llm/stream` (waterfall): payload the [`GenerateOptions`] of one call, output its
+    /// [`ChunkStream`]. The terminal `next` does the adapter lookup, so a listener may
+    /// short-circuit by returning its own chunks, or wrap the stream `next` returns.
+    pub struct LlmStream: waterfall("llm/stream") => GenerateOptions, ChunkStream;
+}
+
+dsh_kernel::event! {
+    /// `llm/adapters-updated` (emit, no payload): the route table changed (register, replace,
+    /// dispose). Listeners re-read [`LlmService::list_providers`].
+    pub struct AdaptersUpdated: emit("llm/adapters-updated") => ();
+}
+
+/// One route in the table.
+struct Route {
+    provider: String,
+    adapter: Arc<dyn LlmAdapter>,
+    registration: u64,
+}
+
+/// Shared registry state.
+struct Inner {
+    /// The scope the service lives in: events are dispatched through it, and
+    /// [`LlmService::register_adapter`] registrations are its effects.
+    ctx: Context,
+    /// Routes in commit order (a `replace` re-appends its routes at the end).
+    routes: RwLock<Vec<Route>>,
+    next_registration: AtomicU64,
+}
+
+impl Inner {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Route>> {
+        // The table is a plain list, consistent even if a panic poisoned the lock.
+        self.routes.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Route>> {
+        self.routes.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn adapter(&self, provider: &str) -> Option<Arc<dyn LlmAdapter>> {
+        self.read()
+            .iter()
+            .find(|r| r.provider == provider)
+            .map(|r| r.adapter.clone())
+    }
+
+    fn emit_updated(&self) {
+        self.ctx.emit::<AdaptersUpdated>(&());
+    }
+}
+
+/// Validates a candidate route set for registration `me` (routes `me` holds count as free).
+fn validate(table: &[Route], routes: &[String], me: u64) -> Result<(), LlmError> {
+    for (i, provider) in routes.iter().enumerate() {
+        if provider.is_empty() {
+            return Err(LlmError::InvalidAdapter {
+                reason: "adapter provider names must be non-empty",
+            });
+        }
+        let repeated = routes[..i].contains(provider);
+        let taken = table
+            .iter()
+            .any(|r| r.provider == *provider && r.registration != me);
+        if repeated || taken {
+            return Err(LlmError::DuplicateAdapter {
+                provider: provider.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Replaces registration `me`'s routes with `routes` (already validated) in one section.
+fn commit(table: &mut Vec<Route>, routes: &[String], me: u64, adapter: &Arc<dyn LlmAdapter>) {
+    table.retain(|r| r.registration != me);
+    table.extend(routes.iter().map(|p| Route {
+        provider: p.clone(),
+        adapter: adapter.clone(),
+        registration: me,
+    }));
+}
+
+fn same_instance(a: &Arc<dyn LlmAdapter>, b: &Arc<dyn LlmAdapter>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a).cast::<()>(), Arc::as_ptr(b).cast::<()>())
+}
+
+/// The LLM service: adapter registry plus the streaming call API.
+///
+/// Provided in the kernel by this crate's plugin (`ctx.get::<LlmService>()`); tests may build
+/// one with [`LlmService::new`]. Cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct LlmService {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for LlmService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes: Vec<String> = self
+            .inner
+            .read()
+            .iter()
+            .map(|r| r.provider.clone())
+            .collect();
+        f.debug_struct("LlmService")
+            .field("scope", &self.inner.ctx.label())
+            .field("routes", &routes)
+            .finish()
+    }
+}
+
+/// The result of [`LlmService::resolve_call_config`]: what the agent loop logs in an
+/// [`EpochHeader`] and sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedCallConfig {
+    /// The config with adapter defaults materialised (`max_tokens` from
+    /// `ModelInfo::default_max_tokens`, `reasoning_effort` = the model's first declared effort)
+    /// where the caller left them unset.
+    pub config: LlmCallConfig,
+    /// Which fields of `config` came from adapter defaults.
+    pub adapter_defaults: AdapterDefaults,
+    /// The exact model's context window (tokens), when the adapter knows it.
+    pub context_window: Option<u64>,
+    /// The exact model's metadata, when the adapter knows the model.
+    pub model: Option<ModelInfo>,
+}
+
+impl ResolvedCallConfig {
+    /// The canonical epoch header for this config with `system` and `tools`
+    /// (see [`EpochHeader::canonical`]).
+    pub fn header(&self, system: Option<String>, tools: &[ToolSchema]) -> EpochHeader {
+        EpochHeader::canonical(self.config.clone(), self.adapter_defaults, system, tools)
+    }
+}
+
+/// Materialises defaults of `info` into `config` and validates an explicit reasoning effort.
+///
+/// # Errors
+/// [`LlmError::UnsupportedReasoningEffort`] when `config.reasoning_effort` is set, the model
+/// declares efforts, and the effort is not among them.
+fn resolve_with(
+    config: &LlmCallConfig,
+    info: Option<ModelInfo>,
+) -> Result<ResolvedCallConfig, LlmError> {
+    let mut out = config.clone();
+    let mut defaults = AdapterDefaults::default();
+    if let Some(info) = &info {
+        if out.max_tokens.is_none()
+            && let Some(d) = info.default_max_tokens
+        {
+            out.max_tokens = Some(d);
+            defaults.max_tokens = true;
+        }
+        if let Some(first) = info.reasoning_efforts.first() {
+            match &out.reasoning_effort {
+                Some(e) if !info.reasoning_efforts.contains(e) => {
+                    return Err(LlmError::UnsupportedReasoningEffort {
+                        provider: config.provider.clone(),
+                        model: config.model.clone(),
+                        effort: e.clone(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    out.reasoning_effort = Some(first.clone());
+                    defaults.reasoning_effort = true;
+                }
+            }
+        }
+    }
+    Ok(ResolvedCallConfig {
+        config: out,
+        adapter_defaults: defaults,
+        context_window: info.as_ref().and_then(|i| i.context_window),
+        model: info,
+    })
+}
+
+impl LlmService {
+    /// A service living in scope `ctx` (events dispatch through it; registrations made with
+    /// [`LlmService::register_adapter`] are its effects).
+    pub fn new(ctx: Context) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                ctx,
+                routes: RwLock::new(Vec::new()),
+                next_registration: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// Registers `adapter` for `routes`, owned by the service's own scope (it vanishes when the
+    /// handle is dropped or disposed, or when the LLM plugin's scope is disposed). Plugins should
+    /// prefer [`LlmService::register_adapter_in`] with their own scope.
+    ///
+    /// # Errors
+    /// As [`LlmService::register_adapter_in`].
+    pub fn register_adapter(
+        &self,
+        routes: Vec<String>,
+        adapter: Arc<dyn LlmAdapter>,
+    ) -> Result<AdapterHandle, LlmError> {
+        let scope = self.inner.ctx.clone();
+        self.register_adapter_in(&scope, routes, adapter)
+    }
+
+    /// Registers `adapter` for every route in `routes`, all or nothing, as an effect of `scope`
+    /// (disposing `scope` unregisters it; so does dropping or disposing the handle unless it was
+    /// detached). Emits `llm/adapters-updated` on success.
+    ///
+    /// # Errors
+    /// [`LlmError::InvalidAdapter`] for an empty route list or an empty route name;
+    /// [`LlmError::DuplicateAdapter`] when a route is listed twice or already served;
+    /// [`LlmError::Kernel`] (`INACTIVE_SCOPE`) when `scope` is disposing. Nothing is registered
+    /// on error.
+    pub fn register_adapter_in(
+        &self,
+        scope: &Context,
+        routes: Vec<String>,
+        adapter: Arc<dyn LlmAdapter>,
+    ) -> Result<AdapterHandle, LlmError> {
+        if routes.is_empty() {
+            return Err(LlmError::InvalidAdapter {
+                reason: "an adapter must register at least one provider",
+            });
+        }
+        let id = self.inner.next_registration.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut table = self.inner.write();
+            validate(&table, &routes, id)?;
+            commit(&mut table, &routes, id, &adapter);
+        }
+        let released = Arc::new(AtomicBool::new(false));
+        let control = AdapterRoutes {
+            inner: self.inner.clone(),
+            registration: id,
+            adapter,
+            released: released.clone(),
+        };
+        let inner = self.inner.clone();
+        let disposer = Disposer::infallible(move || {
+            {
+                let mut table = inner.write();
+                released.store(true, Ordering::SeqCst);
+                table.retain(|r| r.registration != id);
+            }
+            inner.emit_updated();
+        });
+        match scope.effect("llm:adapter", vec![disposer]) {
+            Ok(registration) => {
+                self.inner.emit_updated();
+                Ok(AdapterHandle {
+                    control,
+                    registration: Some(registration),
+                })
+            }
+            Err(e) => {
+                self.inner.write().retain(|r| r.registration != id);
+                control.released.store(true, Ordering::SeqCst);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Every registered route in commit order, described by its adapter
+    /// ([`LlmAdapter::provider_info`]) or, when the adapter says nothing,
+    /// `{id: route, displayName: route, configured: true}`.
+    pub fn list_providers(&self) -> Vec<ProviderInfo> {
+        let routes: Vec<(String, Arc<dyn LlmAdapter>)> = self
+            .inner
+            .read()
+            .iter()
+            .map(|r| (r.provider.clone(), r.adapter.clone()))
+            .collect();
+        routes
+            .into_iter()
+            .map(|(p, a)| describe(&p, a.as_ref()))
+            .collect()
+    }
+
+    /// The description of one registered route (as in [`LlmService::list_providers`]);
+    /// `None` when no adapter serves it.
+    pub fn provider_info(&self, provider: &str) -> Option<ProviderInfo> {
+        self.inner
+            .adapter(provider)
+            .map(|a| describe(provider, a.as_ref()))
+    }
+
+    /// True when an adapter serves `provider`.
+    pub fn has_provider(&self, provider: &str) -> bool {
+        self.inner.adapter(provider).is_some()
+    }
+
+    /// The adapter serving `provider`, if any.
+    pub fn adapter(&self, provider: &str) -> Option<Arc<dyn LlmAdapter>> {
+        self.inner.adapter(provider)
+    }
+
+    /// True when `a` and `b` are both served by the same adapter instance (the condition for
+    /// handing replay state across routes, adapter-contract item 9).
+    pub fn same_adapter(&self, a: &str, b: &str) -> bool {
+        match (self.inner.adapter(a), self.inner.adapter(b)) {
+            (Some(x), Some(y)) => same_instance(&x, &y),
+            _ => false,
+        }
+    }
+
+    /// The advisory model catalog of `provider` ([`LlmAdapter::models`]).
+    ///
+    /// # Errors
+    /// [`LlmError::NoAdapter`] when no adapter serves `provider`.
+    pub fn models(&self, provider: &str) -> Result<Vec<ModelInfo>, LlmError> {
+        self.require_adapter(provider).map(|a| a.models(provider))
+    }
+
+    /// Live model discovery for `provider` ([`LlmAdapter::discover_models`]).
+    ///
+    /// # Errors
+    /// [`LlmError::NoAdapter`] when no adapter serves `provider`; [`LlmError::Provider`] with
+    /// the adapter's failure.
+    pub async fn discover_models(&self, provider: &str) -> Result<Vec<ModelInfo>, LlmError> {
+        let adapter = self.require_adapter(provider)?;
+        adapter
+            .discover_models(provider)
+            .await
+            .map_err(LlmError::Provider)
+    }
+
+    /// Exact-route model metadata ([`LlmAdapter::resolve_model`]); `None` when no adapter
+    /// serves `provider` or the adapter does not know `model`.
+    pub fn resolve_model(&self, provider: &str, model: &str) -> Option<ModelInfo> {
+        self.inner
+            .adapter(provider)
+            .and_then(|a| a.resolve_model(provider, model))
+    }
+
+    /// Like [`LlmService::resolve_model`], but missing is an error.
+    ///
+    /// # Errors
+    /// [`LlmError::NoAdapter`] when no adapter serves `provider`; [`LlmError::UnknownModel`]
+    /// when the adapter does not know `model`.
+    pub fn require_model(&self, provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
+        self.require_adapter(provider)?
+            .resolve_model(provider, model)
+            .ok_or_else(|| LlmError::UnknownModel {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+            })
+    }
+
+    /// Materialises adapter defaults into `config` from the exact model's [`ModelInfo`]:
+    /// `max_tokens` ← `default_max_tokens` and `reasoning_effort` ← the first declared effort,
+    /// each only when unset, and marks them in `adapter_defaults`; also reports the context
+    /// window (tokens). An unknown model passes through unchanged (the catalog is advisory).
+    ///
+    /// # Errors
+    /// [`LlmError::NoAdapter`] when no adapter serves `config.provider`;
+    /// [`LlmError::UnsupportedReasoningEffort`] for an explicit effort the model does not declare
+    /// (only checked when it declares some; no clamping).
+    pub fn resolve_call_config(
+        &self,
+        config: &LlmCallConfig,
+    ) -> Result<ResolvedCallConfig, LlmError> {
+        let adapter = self.require_adapter(&config.provider)?;
+        resolve_with(
+            config,
+            adapter.resolve_model(&config.provider, &config.model),
+        )
+    }
+
+    fn require_adapter(&self, provider: &str) -> Result<Arc<dyn LlmAdapter>, LlmError> {
+        self.inner
+            .adapter(provider)
+            .ok_or_else(|| LlmError::NoAdapter {
+                provider: provider.to_owned(),
+            })
+    }
+
+    /// Streams one model call through the `llm/stream` waterfall with no carrier key (only
+    /// untagged and global listeners see it). See [`LlmService::stream_scoped`].
+    pub fn stream(&self, opts: GenerateOptions) -> ChunkStream {
+        self.stream_scoped(None, opts)
+    }
+
+    /// Streams one model call: dispatches `llm/stream` with carrier key `key` (listeners of that
+    /// agent scope and its ancestors see it); the terminal selects the adapter for
+    /// `opts.provider`. Lazy: nothing runs until the stream is polled.
+    ///
+    /// Adapter-side failures never surface as `Err`: they become one terminal
+    /// `finish {kind:"error"|"aborted", failure}` chunk (aborted when `opts.signal` fired or the
+    /// code is `ABORTED`): no adapter (`NO_ADAPTER`), an unsupported explicit effort
+    /// (`UNSUPPORTED_REASONING_EFFORT`), an `Err` item (its failure), a panic in the adapter
+    /// (`UNKNOWN`), and cancellation while waiting for the next chunk (`ABORTED`, the adapter
+    /// stream is dropped). Nothing is forwarded after a `finish`; a `stop` finish with zero
+    /// blocks becomes `finish {error, EMPTY_RESPONSE}`. A stream that ends without `finish` ends
+    /// as is (the assembler then reports `stop`). `Err` items produced by `llm/stream` listeners
+    /// are passed through unchanged.
+    pub fn stream_scoped(&self, key: Option<&ScopeKey>, opts: GenerateOptions) -> ChunkStream {
+        let inner = self.inner.clone();
+        let key = key.cloned();
+        let fut = async move {
+            let terminal_inner = inner.clone();
+            inner
+                .ctx
+                .dispatch_to(key.as_ref())
+                .waterfall::<LlmStream, _, _>(opts, move |o| async move {
+                    adapter_stream(&terminal_inner, o)
+                })
+                .await
+        };
+        stream::once(fut).flatten().boxed()
+    }
+}
+
+fn describe(provider: &str, adapter: &dyn LlmAdapter) -> ProviderInfo {
+    adapter
+        .provider_info(provider)
+        .unwrap_or_else(|| ProviderInfo {
+            id: provider.to_owned(),
+            display_name: provider.to_owned(),
+            configured: true,
+            setup_hint: None,
+        })
+}
+
+/// The message of a caught panic payload.
+fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+fn panic_failure(p: &(dyn Any + Send)) -> LlmFailure {
+    LlmFailure::new(
+        codes::UNKNOWN,
+        format!("LLM adapter panicked: {}", panic_message(p)),
+    )
+}
+
+/// The terminal chunk for an adapter-side failure: `aborted` when the call was cancelled or the
+/// code is `ABORTED`, else `error`.
+pub fn failure_finish(failure: LlmFailure, cancelled: bool) -> StreamChunk {
+    let reason = if cancelled || failure.code == codes::ABORTED {
+        FinishReason::Aborted { failure }
+    } else {
+        FinishReason::Error { failure }
+    };
+    StreamChunk::Finish {
+        reason,
+        replay_state: None,
+    }
+}
+
+fn failure_stream(failure: LlmFailure, cancelled: bool) -> ChunkStream {
+    stream::once(futures::future::ready(Ok(failure_finish(
+        failure, cancelled,
+    ))))
+    .boxed()
+}
+
+/// Drops replay state from assistant messages whose historical route is not served by `adapter`
+/// (adapter-contract item 9); messages are cloned only when changed.
+fn strip_foreign_replay(
+    inner: &Inner,
+    mut opts: GenerateOptions,
+    adapter: &Arc<dyn LlmAdapter>,
+) -> GenerateOptions {
+    for m in &mut opts.messages {
+        let MessageSource::Model {
+            provider,
+            replay_state: Some(_),
+            ..
+        } = &m.source
+        else {
+            continue;
+        };
+        if m.role != Role::Assistant {
+            continue;
+        }
+        let owned = inner
+            .adapter(provider)
+            .is_some_and(|a| same_instance(&a, adapter));
+        if !owned {
+            let mut copy: Message = (**m).clone();
+            if let MessageSource::Model { replay_state, .. } = &mut copy.source {
+                *replay_state = None;
+            }
+            *m = Arc::new(copy);
+        }
+    }
+    opts
+}
+
+/// The terminal of `llm/stream`: adapter selection, defaults, dispatch and normalisation.
+fn adapter_stream(inner: &Arc<Inner>, opts: GenerateOptions) -> ChunkStream {
+    let signal = opts.signal.clone();
+    let Some(adapter) = inner.adapter(&opts.provider) else {
+        let e = LlmError::NoAdapter {
+            provider: opts.provider.clone(),
+        };
+        return failure_stream(e.to_failure(), signal.is_cancelled());
+    };
+    let prepared = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let config = LlmCallConfig {
+            provider: opts.provider.clone(),
+            model: opts.model.clone(),
+            reasoning_effort: opts.reasoning_effort.clone(),
+            temperature: opts.temperature,
+            max_tokens: opts.max_tokens,
+            stop: opts.stop.clone(),
+        };
+        let resolved = resolve_with(&config, adapter.resolve_model(&opts.provider, &opts.model))?;
+        let mut opts = strip_foreign_replay(inner, opts, &adapter);
+        opts.max_tokens = resolved.config.max_tokens;
+        opts.reasoning_effort = resolved.config.reasoning_effort;
+        Ok::<_, LlmError>(adapter.stream(opts))
+    }));
+    let stream = match prepared {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return failure_stream(e.to_failure(), signal.is_cancelled()),
+        Err(p) => return failure_stream(panic_failure(p.as_ref()), signal.is_cancelled()),
+    };
+    guard(stream, signal)
+}
+
+/// State of the contract guard around one adapter stream.
+struct Guard {
+    /// `None` once the terminal chunk was forwarded (or the adapter ended).
+    stream: Option<ChunkStream>,
+    signal: dsh_kernel::CancellationToken,
+    /// A block-start / delta / block-end arrived.
+    seen_block: bool,
+}
+
+enum Step {
+    Item(Option<Result<Result<StreamChunk, LlmFailure>, Box<dyn Any + Send>>>),
+    Cancelled,
+}
+
+/// Wraps an adapter stream with the contract rules (see [`LlmService::stream_scoped`]).
+fn guard(stream: ChunkStream, signal: dsh_kernel::CancellationToken) -> ChunkStream {
+    let state = Guard {
+        stream: Some(stream),
+        signal,
+        seen_block: false,
+    };
+    stream::unfold(state, |mut st| async move {
+        let s = st.stream.as_mut()?;
+        let step = {
+            let next = futures::future::poll_fn(|cx| {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| s.poll_next_unpin(cx))) {
+                    Ok(std::task::Poll::Ready(item)) => std::task::Poll::Ready(item.map(Ok)),
+                    Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+                    Err(p) => std::task::Poll::Ready(Some(Err(p))),
+                }
+            });
+            tokio::select! {
+                biased;
+                item = next => Step::Item(item),
+                () = st.signal.cancelled() => Step::Cancelled,
+            }
+        };
+        let cancelled = st.signal.is_cancelled();
+        let out = match step {
+            Step::Cancelled => {
+                st.stream = None;
+                failure_finish(LlmFailure::new(codes::ABORTED, "request aborted"), true)
+            }
+            Step::Item(None) => return None,
+            Step::Item(Some(Err(p))) => {
+                st.stream = None;
+                failure_finish(panic_failure(p.as_ref()), cancelled)
+            }
+            Step::Item(Some(Ok(Err(failure)))) => {
+                st.stream = None;
+                failure_finish(failure, cancelled)
+            }
+            Step::Item(Some(Ok(Ok(chunk)))) => match chunk {
+                StreamChunk::Finish {
+                    reason: FinishReason::Stop,
+                    ..
+                } if !st.seen_block => {
+                    st.stream = None;
+                    failure_finish(
+                        LlmFailure::new(
+                            codes::EMPTY_RESPONSE,
+                            "model returned a completed response with no content",
+                        ),
+                        false,
+                    )
+                }
+                StreamChunk::Finish { .. } => {
+                    st.stream = None;
+                    chunk
+                }
+                StreamChunk::BlockStart { .. }
+                | StreamChunk::TextDelta { .. }
+                | StreamChunk::ReasoningDelta { .. }
+                | StreamChunk::ToolCallDelta { .. }
+                | StreamChunk::BlockEnd { .. } => {
+                    st.seen_block = true;
+                    chunk
+                }
+                other => other,
+            },
+        };
+        Some((Ok(out), st))
+    })
+    .boxed()
+}
+
+/// The plugin's `apply`: provides `Arc<LlmService>` living in the plugin's scope.
+///
+/// # Errors
+/// The kernel's error when the service is already provided in this layer or the scope is
+/// inactive.
+fn apply(ctx: &Context) -> Result<(), BoxError> {
+    ctx.provide(Arc::new(LlmService::new(ctx.clone())))?
+        .detach();
+    Ok(())
+}
+
+dsh_kernel::plugin! { apply = apply }
+
+/// A clonable handle on one adapter registration's routes: atomic replacement without the
+/// ownership of the registration itself (see [`AdapterHandle::routes_handle`]).
+#[derive(Clone)]
+pub struct AdapterRoutes {
+    inner: Arc<Inner>,
+    registration: u64,
+    adapter: Arc<dyn LlmAdapter>,
+    released: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for AdapterRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterRoutes")
+            .field("registration", &self.registration)
+            .field("routes", &self.routes())
+            .field("released", &self.is_released())
+            .finish()
+    }
+}
+
+impl AdapterRoutes {
+    /// Replaces this registration's routes with `routes`, keeping the same adapter instance.
+    /// The whole set is validated first (a rejection leaves the current routes untouched) and
+    /// the swap is one critical section, so no call observes a gap. An empty list is legal (the
+    /// registration stays alive with zero routes). Emits `llm/adapters-updated` on success.
+    ///
+    /// # Errors
+    /// [`LlmError::RegistrationDisposed`] once the registration was released;
+    /// [`LlmError::DuplicateAdapter`] for a repeated route or one held by another registration;
+    /// [`LlmError::InvalidAdapter`] for an empty route name.
+    pub fn replace(&self, routes: Vec<String>) -> Result<(), LlmError> {
+        {
+            let mut table = self.inner.write();
+            if self.released.load(Ordering::SeqCst) {
+                return Err(LlmError::RegistrationDisposed);
+            }
+            validate(&table, &routes, self.registration)?;
+            commit(&mut table, &routes, self.registration, &self.adapter);
+        }
+        self.inner.emit_updated();
+        Ok(())
+    }
+
+    /// The routes this registration holds now, in commit order.
+    pub fn routes(&self) -> Vec<String> {
+        self.inner
+            .read()
+            .iter()
+            .filter(|r| r.registration == self.registration)
+            .map(|r| r.provider.clone())
+            .collect()
+    }
+
+    /// True once the registration was released (disposed, dropped, or its scope disposed).
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::SeqCst)
+    }
+}
+
+/// What [`LlmService::register_adapter`] returns: the owner of one adapter registration.
+///
+/// Dropping it (or [`AdapterHandle::dispose`]) releases every route it holds and emits
+/// `llm/adapters-updated`; [`AdapterHandle::detach`] instead binds the registration to the scope
+/// it was registered through, so it lives until that scope is disposed.
+#[must_use = "dropping an AdapterHandle unregisters the adapter; call .detach() to bind it to its scope"]
+pub struct AdapterHandle {
+    control: AdapterRoutes,
+    registration: Option<Registration>,
+}
+
+impl std::fmt::Debug for AdapterHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterHandle")
+            .field("control", &self.control)
+            .finish()
+    }
+}
+
+impl AdapterHandle {
+    /// See [`AdapterRoutes::replace`].
+    ///
+    /// # Errors
+    /// As [`AdapterRoutes::replace`].
+    pub fn replace(&self, routes: Vec<String>) -> Result<(), LlmError> {
+        self.control.replace(routes)
+    }
+
+    /// The routes held now, in commit order.
+    pub fn routes(&self) -> Vec<String> {
+        self.control.routes()
+    }
+
+    /// True once released.
+    pub fn is_released(&self) -> bool {
+        self.control.is_released()
+    }
+
+    /// A clonable route controller for this registration (e.g. for a settings listener).
+    pub fn routes_handle(&self) -> AdapterRoutes {
+        self.control.clone()
+    }
+
+    /// Releases the registration now (synchronously: routes removed, `llm/adapters-updated`
+    /// emitted before this returns). Idempotent with scope disposal.
+    pub fn dispose(mut self) {
+        drop(self.registration.take());
+    }
+
+    /// Binds the registration to its scope and returns the route controller.
+    pub fn detach(mut self) -> AdapterRoutes {
+        if let Some(r) = self.registration.take() {
+            r.detach();
+        }
+        self.control.clone()
+    }
+}
