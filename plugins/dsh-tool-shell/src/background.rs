@@ -1,0 +1,66 @@
+//! Background bash jobs: a [`BackgroundProcess`] registered with the [`JobService`] as a job of
+//! kind `bash` labelled with its command.
+//!
+//! Spec: upstream `tool-bash/src/background.ts` (outcome mapping: a signal-killed or cancelled
+//! process is `killed` with detail `signal: <SIG>`; anything else is `completed` with detail
+//! `exit code: <n>` — a non-zero exit is reported, not failed).
+
+use std::sync::Arc;
+
+use crate::error::ShellError;
+use crate::jobs::{JobOutcome, JobService, JobStart, JobStatus, JobWork};
+use crate::runner::{BackgroundProcess, ProcessOutcome, ShellExecSpec, ShellExecutor};
+
+struct BashJob(BackgroundProcess);
+
+impl JobWork for BashJob {
+    fn cancel(&self, _reason: Option<&str>) {
+        self.0.kill();
+    }
+    fn read_output(&self) -> String {
+        self.0.read_output()
+    }
+}
+
+/// Maps a finished process onto the job vocabulary (see the module doc).
+pub fn process_outcome(o: &ProcessOutcome) -> JobOutcome {
+    match (&o.signal, o.aborted) {
+        (Some(sig), _) => JobOutcome {
+            status: JobStatus::Killed,
+            detail: Some(format!("signal: {sig}")),
+        },
+        (None, true) => JobOutcome {
+            status: JobStatus::Killed,
+            detail: Some("killed before exit".into()),
+        },
+        (None, false) => JobOutcome {
+            status: JobStatus::Completed,
+            detail: Some(format!("exit code: {}", o.exit_code.unwrap_or(0))),
+        },
+    }
+}
+
+/// Starts `spec` in the background and registers it; returns the job id (`bash-<n>`).
+///
+/// # Errors
+/// [`ShellError::Spawn`] when bash cannot start; the [`JobService::start`] errors (the process
+/// is then killed).
+pub fn start_bash_job(
+    executor: &ShellExecutor,
+    jobs: &JobService,
+    spec: &ShellExecSpec,
+    owner: Option<dsh_kernel::Context>,
+) -> Result<String, ShellError> {
+    let proc = executor.start(spec)?;
+    let waiter = proc.clone();
+    let done = Box::pin(async move { process_outcome(&waiter.wait().await) });
+    jobs.start(
+        JobStart {
+            kind: "bash".into(),
+            label: spec.command.clone(),
+            owner,
+        },
+        Arc::new(BashJob(proc)),
+        done,
+    )
+}

@@ -1,0 +1,54 @@
+//! The bash tool family of dsh: a local bash executor ([`ShellExecutor`]) that runs every
+//! command in its own process group with a scrubbed environment, `/dev/null` stdin, bounded
+//! head+tail output capture, a capped timeout and cancellation that terminate the whole group;
+//! a background job service ([`JobService`]); and the model-facing tools `bash`, `job_output`
+//! and `job_kill`.
+//!
+//! Spec: `../shared/spec/others.md` (Shell / jobs), `../shared/spec/tools.md`,
+//! `../shared/bugcases.md` BC-18, BC-19, BC-20, BC-22. Upstream: `packages/shell/tool-bash`,
+//! `packages/shell/bash-local`, `packages/jobs/*`.
+
+pub mod background;
+pub mod capture;
+pub mod env;
+mod error;
+pub mod jobs;
+pub mod proc;
+mod runner;
+
+pub use background::{process_outcome, start_bash_job};
+pub use capture::{CollectedOutput, HeadTail, OutputRing};
+pub use error::ShellError;
+pub use jobs::{JobOutcome, JobService, JobSnapshot, JobStart, JobStatus, JobWork, status_line};
+pub use runner::{
+    BackgroundProcess, ProcessOutcome, ShellConfig, ShellExecRequest, ShellExecSpec, ShellExecutor,
+    ShellRunResult, render_result,
+};
+
+use std::sync::Arc;
+
+use dsh_kernel::{BoxError, Context, Disposer};
+
+/// Plugin entry: reads settings section `dsh-tool-shell` ([`ShellConfig`]), provides
+/// `Arc<ShellExecutor>` and `Arc<JobService>`, and shuts the job service down (killing and
+/// awaiting every job) when the plugin scope is disposed.
+///
+/// # Errors
+/// A malformed settings section (kernel settings error).
+pub fn apply(ctx: &Context) -> Result<(), BoxError> {
+    let config: ShellConfig = ctx.settings_section("dsh-tool-shell")?;
+    ctx.provide(Arc::new(ShellExecutor::new(config)))?.detach();
+    let jobs = Arc::new(JobService::default());
+    ctx.provide(jobs.clone())?.detach();
+    ctx.effect(
+        "dsh-tool-shell:jobs",
+        vec![Disposer::future(move || async move {
+            jobs.shutdown().await;
+            Ok(())
+        })],
+    )?
+    .detach();
+    Ok(())
+}
+
+dsh_kernel::plugin! { apply = apply }
