@@ -1,0 +1,43 @@
+//! The `read`, `write` and `edit` tools (upstream `@deepseek-ai/dsh-tool-fs`) over the
+//! filesystem service [`dsh_fs::FsService`] (`ctx.fs`), which this plugin provides when no other
+//! plugin did. Spec: `../shared/spec/others.md` ("Filesystem"), `../shared/spec/tools.md`.
+//!
+//! - Paths resolve against the calling session's workspace root: the session header's `cwd`,
+//!   else this plugin's `workspace` setting, else the process working directory. A real path
+//!   outside it (`../`, absolute elsewhere, a symlink pointing out) fails with
+//!   `FS_OUTSIDE_WORKSPACE`, except reads inside a root granted with
+//!   [`dsh_fs::FsService::grant_read_root`] (how spill files become readable).
+//! - `read {file_path, offset?, limit?}` returns the upstream envelope with `N: text` lines
+//!   (see [`dsh_fs::text::format_read`]); parallel-safe. Caps: `readLimit` lines (default and
+//!   maximum 2000), `readMaxLineLength` chars per line (2000), `readMaxBytes` of selected text
+//!   (50 KiB).
+//! - `write {file_path, content}` and `edit {file_path, old_string, new_string, replace_all?}`
+//!   are exclusive. With `requireReadBeforeWrite` (default true) an overwriting `write` and
+//!   every `edit` need a prior `read` of the current version in the same session
+//!   (`FS_NOT_OBSERVED`, `FS_STALE_VERSION` — both messages say to read again); creating a new
+//!   file needs no read. Own writes refresh the observation, so consecutive edits need no re-read.
+//! - Failures are typed results: `error.info = {name: "FsError", code: "FS_*"}`.
+//! - `meta`: read → `{path, offset, lines:[{number,text}], totalLines}`; write →
+//!   `{path, operation, diff}`; edit → `{path, replacements, diff}` where `diff` is a unified
+//!   diff (3 lines of context) of the LF-normalised text.
+//!
+//! Settings section `dsh-tool-fs` (camelCase keys, all optional): `workspace`, `readLimit`,
+//! `readMaxLineLength`, `readMaxBytes`, `maxReadFileBytes`, `maxEditFileBytes`,
+//! `allowOutsideWorkspace`, `allowReadOutsideWorkspace`, `requireReadBeforeWrite`.
+
+mod tools;
+
+pub use tools::{
+    EditArgs, EditValue, FsToolsConfig, LineValue, ReadArgs, ReadValue, WriteArgs, WriteValue,
+    fs_failure,
+};
+
+/// The plugin id (= package name).
+pub const PLUGIN_ID: &str = "dsh-tool-fs";
+
+fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
+    let config: FsToolsConfig = ctx.settings_section(PLUGIN_ID)?;
+    tools::install(ctx, config)
+}
+
+dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }

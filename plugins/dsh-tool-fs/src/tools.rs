@@ -1,0 +1,467 @@
+//! The three tool definitions and their shared state (config, service, observations).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_fs::{
+    Access, EditRequest, FsConfig, FsError, FsService, Observation, Observations, Observed,
+    WindowCaps, WriteIntent, text,
+};
+use dsh_kernel::{BoxError, Context};
+use dsh_llm::ContentBlock;
+use dsh_tools::{ToolFailure, ToolRegistry, ToolRunContext, ToolsError, define_tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Settings of the plugin (section `dsh-tool-fs`, camelCase keys). Defaults follow upstream:
+/// 2000 lines, 2000 chars per line, 50 KiB per read; service caps as [`FsConfig::default`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct FsToolsConfig {
+    /// Fallback workspace root when the session header has no `cwd`.
+    pub workspace: Option<PathBuf>,
+    /// Default and maximum `limit` of one read (lines).
+    pub read_limit: usize,
+    /// Maximum characters kept of one line.
+    pub read_max_line_length: usize,
+    /// Maximum bytes of selected line text per read.
+    pub read_max_bytes: usize,
+    /// Largest readable file (bytes).
+    pub max_read_file_bytes: u64,
+    /// Largest editable/overwritable file and largest written content (bytes).
+    pub max_edit_file_bytes: u64,
+    /// Policy: reads and writes anywhere.
+    pub allow_outside_workspace: bool,
+    /// Policy: reads anywhere.
+    pub allow_read_outside_workspace: bool,
+    /// Require a read of the current version before `edit` or an overwriting `write`.
+    pub require_read_before_write: bool,
+}
+
+impl Default for FsToolsConfig {
+    fn default() -> Self {
+        let fs = FsConfig::default();
+        Self {
+            workspace: None,
+            read_limit: 2000,
+            read_max_line_length: 2000,
+            read_max_bytes: 50 * 1024,
+            max_read_file_bytes: fs.max_read_file_bytes,
+            max_edit_file_bytes: fs.max_edit_file_bytes,
+            allow_outside_workspace: false,
+            allow_read_outside_workspace: false,
+            require_read_before_write: true,
+        }
+    }
+}
+
+/// `read` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// Path to read, relative to the session workspace or absolute.
+    pub file_path: String,
+    /// 1-based first line to return. Defaults to 1.
+    pub offset: Option<u64>,
+    /// Maximum number of lines to return. Defaults to 2000.
+    pub limit: Option<u64>,
+}
+
+/// One returned line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LineValue {
+    /// 1-based line number.
+    pub number: u64,
+    /// Line text without its ending.
+    pub text: String,
+}
+
+/// `read` output value (upstream shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadValue {
+    /// Display path.
+    pub path: String,
+    /// 1-based first line requested.
+    pub offset: u64,
+    /// Returned lines.
+    pub lines: Vec<LineValue>,
+    /// Exact number of lines in the file.
+    #[serde(rename = "totalLines")]
+    pub total_lines: u64,
+}
+
+/// `write` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// Path to write, relative to the session workspace or absolute.
+    pub file_path: String,
+    /// Full UTF-8 text content to write.
+    pub content: String,
+}
+
+/// `write` output value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteValue {
+    /// Display path.
+    pub path: String,
+    /// `create` or `update`.
+    pub operation: String,
+    /// LF text before (absent for a create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// LF text after.
+    pub after: String,
+}
+
+/// `edit` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditArgs {
+    /// Path to edit, relative to the session workspace or absolute.
+    pub file_path: String,
+    /// Literal text to replace. Must match exactly (tabs and spaces included).
+    pub old_string: String,
+    /// Literal replacement text. Use an empty string to delete the match.
+    pub new_string: String,
+    /// Replace all matches. Defaults to false; when false, old_string must appear exactly once.
+    pub replace_all: Option<bool>,
+}
+
+/// `edit` output value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditValue {
+    /// Display path.
+    pub path: String,
+    /// LF text before.
+    pub before: String,
+    /// LF text after.
+    pub after: String,
+    /// Number of replaced spans.
+    pub replacements: u64,
+}
+
+/// A typed tool failure for `e`: message = the error text, `info = {name: "FsError", code}`.
+pub fn fs_failure(e: &FsError) -> ToolFailure {
+    ToolFailure::typed(e.to_string(), "FsError", e.code())
+}
+
+struct Shared {
+    cfg: FsToolsConfig,
+    fs: Arc<FsService>,
+    obs: Arc<Observations>,
+}
+
+impl Shared {
+    /// `(owner, workspace)` of the call.
+    fn who(&self, cx: &ToolRunContext) -> Result<(String, PathBuf), ToolFailure> {
+        let caller = cx.exec.caller.as_ref();
+        let owner = caller.map_or_else(String::new, |c| c.session_id.as_str().to_owned());
+        let ws = caller
+            .and_then(|c| c.session.header().cwd.clone())
+            .map(PathBuf::from)
+            .or_else(|| self.cfg.workspace.clone());
+        let ws = match ws {
+            Some(w) => w,
+            None => std::env::current_dir().map_err(|e| {
+                fs_failure(&FsError::Io(format!(
+                    "cannot determine the workspace directory: {e}"
+                )))
+            })?,
+        };
+        Ok((owner, ws))
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolFailure> + Send + 'static,
+) -> Result<T, ToolFailure> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(fs_failure(&FsError::Io(format!(
+            "filesystem task failed: {e}"
+        )))),
+    }
+}
+
+fn invalid(tool: &str, message: impl Into<String>) -> ToolFailure {
+    ToolsError::InvalidArgs {
+        tool: tool.to_owned(),
+        message: message.into(),
+    }
+    .into()
+}
+
+/// Provides the service (unless present) and the observation store, registers the tools.
+pub(crate) fn install(ctx: &Context, cfg: FsToolsConfig) -> Result<(), BoxError> {
+    let fs = match ctx.get::<FsService>() {
+        Some(fs) => fs,
+        None => {
+            let fs = Arc::new(FsService::new(FsConfig {
+                max_read_file_bytes: cfg.max_read_file_bytes,
+                max_edit_file_bytes: cfg.max_edit_file_bytes,
+                allow_outside_workspace: cfg.allow_outside_workspace,
+                allow_read_outside_workspace: cfg.allow_read_outside_workspace,
+            }));
+            ctx.provide(fs.clone())?.detach();
+            fs
+        }
+    };
+    let obs = match ctx.get::<Observations>() {
+        Some(o) => o,
+        None => {
+            let o = Arc::new(Observations::new());
+            ctx.provide(o.clone())?.detach();
+            o
+        }
+    };
+    let shared = Arc::new(Shared { cfg, fs, obs });
+    let registry = ctx.require::<ToolRegistry>()?;
+    registry.register(ctx, read_tool(shared.clone())?)?.detach();
+    registry
+        .register(ctx, write_tool(shared.clone())?)?
+        .detach();
+    registry.register(ctx, edit_tool(shared)?)?.detach();
+    Ok(())
+}
+
+fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, ToolsError> {
+    let limit_cap = sh.cfg.read_limit;
+    let render_limit = limit_cap;
+    define_tool::<ReadArgs, ReadValue>(
+        "read",
+        "Read a UTF-8 text file and return line-numbered content.",
+    )
+    .always_concurrency_safe()
+    .render(move |args, v| {
+        let limit = args.limit.map_or(render_limit, |l| l as usize);
+        let end = v
+            .lines
+            .last()
+            .map_or(v.offset.saturating_sub(1), |l| l.number);
+        let window = text::ReadWindow {
+            offset: v.offset as usize,
+            lines: v
+                .lines
+                .iter()
+                .map(|l| text::WindowLine {
+                    number: l.number as usize,
+                    text: l.text.clone(),
+                })
+                .collect(),
+            total_lines: v.total_lines as usize,
+            truncated_by_bytes: v.lines.len() < limit && end < v.total_lines,
+        };
+        vec![ContentBlock::text(text::format_read(&v.path, &window))]
+    })
+    .presentation_meta(|_, v| {
+        Some(json!({
+            "path": v.path,
+            "offset": v.offset,
+            "lines": v.lines.iter().map(|l| json!({"number": l.number, "text": l.text})).collect::<Vec<_>>(),
+            "totalLines": v.total_lines,
+        }))
+    })
+    .execute(move |args: ReadArgs, cx| {
+        let sh = sh.clone();
+        async move {
+            if args.file_path.trim().is_empty() {
+                return Err(invalid("read", "file_path must be a non-empty string"));
+            }
+            let offset = args.offset.unwrap_or(1);
+            let limit = args.limit.unwrap_or(limit_cap as u64);
+            if offset < 1 {
+                return Err(invalid("read", "offset must be a positive integer"));
+            }
+            if limit < 1 {
+                return Err(invalid("read", "limit must be a positive integer"));
+            }
+            if limit > limit_cap as u64 {
+                return Err(invalid(
+                    "read",
+                    format!("limit must be less than or equal to {limit_cap}"),
+                ));
+            }
+            let (owner, ws) = sh.who(&cx)?;
+            blocking(move || {
+                let t = sh
+                    .fs
+                    .resolve(&args.file_path, &ws, Access::Read)
+                    .map_err(|e| fs_failure(&e))?;
+                let caps = WindowCaps {
+                    offset: offset as usize,
+                    limit: limit as usize,
+                    max_line_chars: sh.cfg.read_max_line_length,
+                    max_bytes: sh.cfg.read_max_bytes,
+                };
+                match sh.fs.read_text(&t, caps) {
+                    Ok(out) => {
+                        sh.obs
+                            .record(&owner, &t, Observation::Present(out.observed.clone()));
+                        Ok(ReadValue {
+                            path: t.display_path.clone(),
+                            offset,
+                            lines: out
+                                .window
+                                .lines
+                                .into_iter()
+                                .map(|l| LineValue {
+                                    number: l.number as u64,
+                                    text: l.text,
+                                })
+                                .collect(),
+                            total_lines: out.window.total_lines as u64,
+                        })
+                    }
+                    Err(e) => {
+                        if matches!(sh.fs.stat(&t), Ok(None)) {
+                            sh.obs.record(&owner, &t, Observation::Absent);
+                        }
+                        Err(fs_failure(&e))
+                    }
+                }
+            })
+            .await
+        }
+    })
+}
+
+fn write_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, ToolsError> {
+    define_tool::<WriteArgs, WriteValue>("write", "Create or fully replace a UTF-8 text file.")
+        .render(|_, v| {
+            let verb = if v.operation == "create" {
+                "Created"
+            } else {
+                "Updated"
+            };
+            vec![ContentBlock::text(format!(
+                "<path>{}</path>\n<type>file</type>\n<content>\n{verb} file\n</content>",
+                v.path
+            ))]
+        })
+        .presentation_meta(|_, v| {
+            let diff = v
+                .before
+                .as_deref()
+                .map(|b| text::unified_diff(&v.path, b, &v.after))
+                .unwrap_or_default();
+            Some(json!({"path": v.path, "operation": v.operation, "diff": diff}))
+        })
+        .execute(move |args: WriteArgs, cx| {
+            let sh = sh.clone();
+            async move {
+                if args.file_path.trim().is_empty() {
+                    return Err(invalid("write", "file_path must be a non-empty string"));
+                }
+                let (owner, ws) = sh.who(&cx)?;
+                blocking(move || {
+                    let t = sh
+                        .fs
+                        .resolve(&args.file_path, &ws, Access::Write)
+                        .map_err(|e| fs_failure(&e))?;
+                    let intent = if sh.cfg.require_read_before_write {
+                        sh.obs.write_intent(&owner, &t)
+                    } else {
+                        WriteIntent::Unconditional
+                    };
+                    let out = sh
+                        .fs
+                        .write_text(&t, &args.content, &intent)
+                        .map_err(|e| fs_failure(&e))?;
+                    sh.obs.record(
+                        &owner,
+                        &t,
+                        Observation::Present(Observed {
+                            version: out.version.clone(),
+                            snapshot: snapshot(&out.after),
+                        }),
+                    );
+                    Ok(WriteValue {
+                        path: t.display_path.clone(),
+                        operation: out.operation.as_str().to_owned(),
+                        before: out.before,
+                        after: out.after,
+                    })
+                })
+                .await
+            }
+        })
+}
+
+fn snapshot(lf: &str) -> Option<Arc<str>> {
+    (lf.len() as u64 <= dsh_fs::SNAPSHOT_MAX_BYTES).then(|| Arc::from(lf))
+}
+
+fn edit_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, ToolsError> {
+    define_tool::<EditArgs, EditValue>(
+        "edit",
+        "Edit an existing UTF-8 text file by replacing literal text.",
+    )
+    .render(|args, v| {
+        let text = if args.replace_all.unwrap_or(false) {
+            format!(
+                "The file {} has been updated. All {} occurrences were successfully replaced.",
+                v.path, v.replacements
+            )
+        } else {
+            format!("The file {} has been updated successfully.", v.path)
+        };
+        vec![ContentBlock::text(text)]
+    })
+    .presentation_meta(|_, v| {
+        Some(json!({
+            "path": v.path,
+            "replacements": v.replacements,
+            "diff": text::unified_diff(&v.path, &v.before, &v.after),
+        }))
+    })
+    .execute(move |args: EditArgs, cx| {
+        let sh = sh.clone();
+        async move {
+            if args.file_path.trim().is_empty() {
+                return Err(invalid("edit", "file_path must be a non-empty string"));
+            }
+            let (owner, ws) = sh.who(&cx)?;
+            blocking(move || {
+                let t = sh
+                    .fs
+                    .resolve(&args.file_path, &ws, Access::Write)
+                    .map_err(|e| fs_failure(&e))?;
+                let guard = if sh.cfg.require_read_before_write {
+                    Some(sh.obs.edit_guard(&owner, &t).map_err(|e| fs_failure(&e))?)
+                } else {
+                    None
+                };
+                let req = EditRequest {
+                    old_string: args.old_string,
+                    new_string: args.new_string,
+                    replace_all: args.replace_all.unwrap_or(false),
+                };
+                let out = sh
+                    .fs
+                    .edit_text(&t, &req, guard.as_ref())
+                    .map_err(|e| fs_failure(&e))?;
+                sh.obs.record(
+                    &owner,
+                    &t,
+                    Observation::Present(Observed {
+                        version: out.version.clone(),
+                        snapshot: snapshot(&out.after),
+                    }),
+                );
+                Ok(EditValue {
+                    path: t.display_path.clone(),
+                    before: out.before,
+                    after: out.after,
+                    replacements: out.replacements as u64,
+                })
+            })
+            .await
+        }
+    })
+}
