@@ -3,7 +3,7 @@
 //! Spec: `../shared/spec/persistence.md` ("Packed rows"). A run of ≥ 3 consecutive
 //! `assistant/chunk` delta events of the same kind with the same turn/step/index (tool-call: same
 //! `id` and same presence/value of `name`), exact whitelisted shapes, consecutive seqs and
-//! non-decreasing safe-integer times is stored as one row:
+//! safe-integer times (gaps may be negative) is stored as one row:
 //!
 //! - `{"type":"text-chunks"|"reasoning-chunks","seq0","time0","data":{"turn","step","index","dt":[…],"texts":[…]}}`
 //! - `{"type":"tool-call-chunks","seq0","time0","data":{"turn","step","index","dt":[…],"id","name"?,"args":[…]}}`
@@ -101,11 +101,7 @@ pub fn pack_with(events: &[Arc<SessionEvent>], max_members: usize) -> Vec<Value>
             let prev = &events[j - 1];
             let cur = &events[j];
             match member(cur) {
-                Some((k, _))
-                    if k == key
-                        && cur.seq == prev.seq + 1
-                        && cur.time >= prev.time
-                        && cur.time - prev.time <= MAX_SAFE_INTEGER => {}
+                Some((k, _)) if k == key && cur.seq == prev.seq + 1 => {}
                 _ => break,
             }
             j += 1;
@@ -123,7 +119,11 @@ pub fn pack_with(events: &[Arc<SessionEvent>], max_members: usize) -> Vec<Value>
 }
 
 fn row(run: &[Arc<SessionEvent>], key: &Key<'_>) -> Value {
-    let dt: Vec<u64> = run.windows(2).map(|w| w[1].time - w[0].time).collect();
+    // Times are safe integers, so every gap (possibly negative) is one too.
+    let dt: Vec<i64> = run
+        .windows(2)
+        .map(|w| w[1].time as i64 - w[0].time as i64)
+        .collect();
     let parts: Vec<&str> = run
         .iter()
         .filter_map(|e| member(e).map(|(_, t)| t))
@@ -211,15 +211,15 @@ pub fn expand_row(row: &Value) -> Result<Vec<SessionEvent>, SessionError> {
     let turn = get_u64(data, "turn")?;
     let step = get_u64(data, "step")?;
     let index = u32::try_from(get_u64(data, "index")?).map_err(|_| bad("`index` too large"))?;
-    let dt: Vec<u64> = data
+    let dt: Vec<i64> = data
         .get("dt")
         .and_then(Value::as_array)
         .ok_or_else(|| bad("`dt` must be an array"))?
         .iter()
         .map(|v| {
-            v.as_u64()
-                .filter(|v| *v <= MAX_SAFE_INTEGER)
-                .ok_or_else(|| bad("`dt` must hold safe non-negative integers"))
+            v.as_i64()
+                .filter(|v| v.unsigned_abs() <= MAX_SAFE_INTEGER)
+                .ok_or_else(|| bad("`dt` must hold safe integers"))
         })
         .collect::<Result<_, _>>()?;
     let (parts, id, name) = if t == TOOL_CALL_CHUNKS {
@@ -251,9 +251,9 @@ pub fn expand_row(row: &Value) -> Result<Vec<SessionEvent>, SessionError> {
     for (k, part) in parts.into_iter().enumerate() {
         if k > 0 {
             time = time
-                .checked_add(dt[k - 1])
+                .checked_add_signed(dt[k - 1])
                 .filter(|t| *t <= MAX_SAFE_INTEGER)
-                .ok_or_else(|| bad("member time overflows"))?;
+                .ok_or_else(|| bad("member time leaves the safe non-negative range"))?;
         }
         let text = part.to_owned();
         let chunk = match t {

@@ -1,0 +1,297 @@
+//! Conformance against the upstream session-log corpus (`shared/conformance/upstream-sessions/`):
+//! every recorded log is expanded, template-filled, restored/replayed through the live append
+//! rules, derived, and written back (re-packed) to records equal as JSON values to the input.
+//!
+//! Procedure per file (see `docs/formats.md`, "Conformance corpus"):
+//! 1. Substitute `{{…}}` templates: `{{tools}}` → an array of two tool schemas, `{{system}}` → a
+//!    fixed string, `{{cwd}}` → an absolute path, any other `{{name}}` (ids, prefixes) → a fixed
+//!    string `name-value` (substrings too).
+//! 2. Restore the stripped envelope: `seq` = logical position (a packed row of N members covers N
+//!    seqs via `seq0`), `time` = a running non-decreasing clock (`time0` + `dt` for rows).
+//! 3. Decode with `packed::unpack`, then replay: the prefix through the last `session/end-seed`
+//!    is restored with `Session::from_restore` (full validation incl. invariants); every later
+//!    event goes through `Session::append_event` (the live rules).
+//! 4. `derive_messages()` must equal a naive fold of `derive_event_message` over
+//!    `fold_surface(events)`, and `check_invariants` must report nothing.
+//! 5. Re-encode with `packed::pack` (re-packing rows) and compare every record with the filled
+//!    input record as JSON values (`json_equiv`); the header likewise.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dsh_session::{
+    EventType, Session, SessionEvent, SessionHeader, check_invariants, derive_event_message,
+    fold_surface, json_equiv, packed,
+};
+use serde_json::{Value, json};
+
+fn corpus_dir() -> Option<PathBuf> {
+    let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
+    loop {
+        let candidate = dir.join("shared/conformance/upstream-sessions");
+        if candidate.is_dir() {
+            return Some(candidate);
+        }
+        if !dir.pop() {
+            return None;
+        }
+    }
+}
+
+fn tools_value() -> Value {
+    json!([
+        {"name": "bash", "description": "Run a shell command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+        {"name": "read", "description": "Read a file.", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    ])
+}
+
+fn fill_str(s: &str) -> Value {
+    match s {
+        "{{tools}}" => return tools_value(),
+        "{{system}}" => return json!("You are dsh, a coding agent. (conformance system prompt)"),
+        "{{cwd}}" => return json!("/tmp/dsh-conformance/workspace"),
+        _ => {}
+    }
+    if !s.contains("{{") {
+        return Value::String(s.to_owned());
+    }
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find("}}") {
+            Some(j) => {
+                let name = &rest[i + 2..i + j];
+                if name == "cwd" {
+                    out.push_str("/tmp/dsh-conformance/workspace");
+                } else {
+                    out.push_str(name);
+                    out.push_str("-value");
+                }
+                rest = &rest[i + j + 2..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    Value::String(out)
+}
+
+fn fill(v: &mut Value) {
+    match v {
+        Value::String(s) => *v = fill_str(s),
+        Value::Array(a) => a.iter_mut().for_each(fill),
+        Value::Object(o) => o.values_mut().for_each(fill),
+        _ => {}
+    }
+}
+
+/// Restores `seq`/`time` (events) or `seq0`/`time0` (rows); returns the filled records.
+fn restore_envelopes(records: Vec<Value>) -> Result<Vec<Value>, String> {
+    let mut seq = 0u64;
+    let mut time = 1_700_000_000_000u64;
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        let Value::Object(obj) = r else {
+            return Err("record is not an object".into());
+        };
+        let t = obj
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let mut filled = serde_json::Map::new();
+        filled.insert("type".into(), json!(t));
+        if packed::is_packed_row_type(&t) {
+            filled.insert("seq0".into(), json!(seq));
+            filled.insert("time0".into(), json!(time));
+            let data = obj.get("data").cloned().unwrap_or(Value::Null);
+            let members = data
+                .get("texts")
+                .or_else(|| data.get("args"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len) as u64;
+            let span: i64 = data
+                .get("dt")
+                .and_then(Value::as_array)
+                .map_or(0, |a| a.iter().filter_map(Value::as_i64).sum());
+            seq += members;
+            time = time
+                .checked_add_signed(span)
+                .expect("time stays positive")
+                .max(time)
+                + 1;
+        } else {
+            filled.insert("seq".into(), json!(seq));
+            filled.insert("time".into(), json!(time));
+            seq += 1;
+            time += 1;
+        }
+        for (k, v) in obj {
+            if k != "type" {
+                filled.insert(k, v);
+            }
+        }
+        out.push(Value::Object(filled));
+    }
+    Ok(out)
+}
+
+struct Outcome {
+    events: usize,
+    records: usize,
+    messages: usize,
+}
+
+fn check_file(path: &Path) -> Result<Outcome, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("read: {e}"))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let mut header_v: Value = serde_json::from_str(lines.next().ok_or("empty file")?)
+        .map_err(|e| format!("header: {e}"))?;
+    fill(&mut header_v);
+    let header: SessionHeader =
+        serde_json::from_value(header_v.clone()).map_err(|e| format!("header parse: {e}"))?;
+    header
+        .validate()
+        .map_err(|e| format!("header invalid: {e}"))?;
+    let back = serde_json::to_value(&header).map_err(|e| e.to_string())?;
+    if !json_equiv(&back, &header_v) {
+        return Err(format!("header does not round-trip: {back} vs {header_v}"));
+    }
+
+    let mut raw = Vec::new();
+    for (i, l) in lines.enumerate() {
+        let mut v: Value = serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 2))?;
+        fill(&mut v);
+        raw.push(v);
+    }
+    let records = restore_envelopes(raw)?;
+    let events =
+        packed::unpack(records.clone()).map_err(|e| format!("decode: {} {e}", e.code()))?;
+
+    // Replay: seed prefix (through the last end-seed) restored, the rest appended live.
+    let split = events
+        .iter()
+        .rposition(|e| e.kind == EventType::END_SEED)
+        .map_or(0, |i| i + 1);
+    let mut iter = events.into_iter();
+    let seed: Vec<SessionEvent> = iter.by_ref().take(split).collect();
+    let session = Session::from_restore(header.id.clone(), seed, Some(header.clone()))
+        .map_err(|e| format!("restore seed: {} {e}", e.code()))?;
+    for e in iter {
+        let seq = e.seq;
+        let kind = e.kind.clone();
+        session
+            .append_event(e)
+            .map_err(|err| format!("append seq {seq} ({kind}): {} {err}", err.code()))?;
+    }
+    let logged = session.events();
+
+    // Whole-log restore agrees, and the invariants hold.
+    let replayed: Vec<SessionEvent> = logged.iter().map(|e| (**e).clone()).collect();
+    Session::from_restore(header.id.clone(), replayed, Some(header.clone()))
+        .map_err(|e| format!("full restore: {} {e}", e.code()))?;
+    let violations = check_invariants(&logged, None);
+    if !violations.is_empty() {
+        return Err(format!("invariant violations: {violations:?}"));
+    }
+
+    // Derived history equals the naive fold.
+    let fold = fold_surface(&logged).map_err(|e| format!("fold: {e}"))?;
+    let naive: Vec<Arc<dsh_llm::Message>> = fold
+        .nodes
+        .iter()
+        .filter_map(|s| derive_event_message(&logged[*s as usize]))
+        .collect();
+    let derived = session.derive_messages();
+    if derived != naive {
+        return Err("derive_messages differs from the naive fold".into());
+    }
+
+    // Write back: re-pack and compare records as JSON values.
+    let written = packed::pack(&logged);
+    if written.len() != records.len() {
+        let first = written
+            .iter()
+            .zip(&records)
+            .position(|(a, b)| !json_equiv(a, b))
+            .unwrap_or(written.len().min(records.len()));
+        return Err(format!(
+            "record count {} != {} (first difference at record {first}: wrote {} expected {})",
+            written.len(),
+            records.len(),
+            written
+                .get(first)
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            records
+                .get(first)
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        ));
+    }
+    for (i, (w, r)) in written.iter().zip(&records).enumerate() {
+        if !json_equiv(w, r) {
+            return Err(format!("record {i} differs:\n wrote    {w}\n expected {r}"));
+        }
+    }
+    // A log dsh wrote re-serializes byte for byte.
+    let reparsed = packed::unpack(written.clone()).map_err(|e| format!("re-decode: {e}"))?;
+    let again: Vec<Arc<SessionEvent>> = reparsed.into_iter().map(Arc::new).collect();
+    let bytes1: Vec<String> = written.iter().map(Value::to_string).collect();
+    let bytes2: Vec<String> = packed::pack(&again).iter().map(Value::to_string).collect();
+    if bytes1 != bytes2 {
+        return Err("dsh-written records do not re-serialize byte for byte".into());
+    }
+    Ok(Outcome {
+        events: logged.len(),
+        records: records.len(),
+        messages: derived.len(),
+    })
+}
+
+#[test]
+fn conformance_upstream_sessions_round_trip() {
+    let Some(dir) = corpus_dir() else {
+        eprintln!("conformance corpus absent, skipped");
+        return;
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("read corpus dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus directory is empty");
+    let mut failures = Vec::new();
+    let (mut events, mut records, mut messages) = (0, 0, 0);
+    for f in &files {
+        match check_file(f) {
+            Ok(o) => {
+                events += o.events;
+                records += o.records;
+                messages += o.messages;
+            }
+            Err(e) => failures.push(format!(
+                "{}: {e}",
+                f.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            )),
+        }
+    }
+    eprintln!(
+        "conformance: {} files, {events} events, {records} records, {messages} derived messages, {} failures",
+        files.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failing files:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
