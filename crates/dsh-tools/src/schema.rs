@@ -129,6 +129,13 @@ fn normalize_node(
         let Some(r) = r.as_str() else {
             return Err(unsupported(tool, path, "`$ref` must be a string"));
         };
+        if r == "#" {
+            return Err(unsupported(
+                tool,
+                path,
+                "recursive type (`$ref: #`) cannot be inlined",
+            ));
+        }
         let name = r
             .strip_prefix("#/$defs/")
             .or_else(|| r.strip_prefix("#/definitions/"))
