@@ -1,0 +1,68 @@
+//! Spill (spec: `../shared/spec/others.md`, "Spill"): the local spill store
+//! ([`LocalSpillStore`], provided as `ctx.spillStore`) and the `tools/post-execute` policy
+//! that replaces an oversized plain-text tool result with a head/tail preview plus the path of
+//! a private file holding the full text (see [`policy`] for the exact text).
+//!
+//! Files live at `<root>/session-<12 hex of sha256(session id)>/<12 random hex>-<safe name>`;
+//! directories are created 0700 and each file exclusively (`O_CREAT|O_EXCL`) with mode 0600, so a
+//! planted symlink cannot redirect a write. The model reads a spill file back with the `read`
+//! tool: the store grants the filesystem service read access to each session directory through
+//! [`dsh_fs::FsService::grant_read_root`] — the seam lives in the core crate `dsh-fs`, so this
+//! plugin does not depend on `dsh-tool-fs`. A save failure keeps the original result.
+//!
+//! Settings section `dsh-spill` (camelCase, optional): `enabled` (default true),
+//! `maxInlineBytes` (default 51200 = 50 KiB, upstream's read cap), `root` (default a private
+//! `dsh-spill-<uuid>` directory under the OS temp dir).
+
+pub mod policy;
+mod store;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+pub use store::{
+    LocalSpillStore, RETRIEVAL_HINT, SaveTextSpill, SpillError, SpillRef, SpillSource,
+    encode_segment, session_dir,
+};
+
+/// The plugin id (= package name).
+pub const PLUGIN_ID: &str = "dsh-spill";
+
+/// Default `maxInlineBytes`: 50 KiB.
+pub const DEFAULT_MAX_INLINE_BYTES: usize = 50 * 1024;
+
+/// Settings of the plugin (section `dsh-spill`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpillConfig {
+    /// Register the policy at all.
+    pub enabled: bool,
+    /// Results larger than this many UTF-8 bytes are spilled; the replacement never exceeds it.
+    pub max_inline_bytes: usize,
+    /// Spill root directory.
+    pub root: Option<PathBuf>,
+}
+
+impl Default for SpillConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_inline_bytes: DEFAULT_MAX_INLINE_BYTES,
+            root: None,
+        }
+    }
+}
+
+fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
+    let cfg: SpillConfig = ctx.settings_section(PLUGIN_ID)?;
+    let store = Arc::new(LocalSpillStore::new(ctx.clone(), cfg.root.clone()));
+    ctx.provide(store.clone())?.detach();
+    if cfg.enabled {
+        policy::install(ctx, store, cfg.max_inline_bytes)?.detach();
+    }
+    Ok(())
+}
+
+dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }
