@@ -1,0 +1,53 @@
+//! Criterion benchmark: SSE bytes → `StreamChunk`s through the adapter's in-process parser
+//! (`translate_sse_bytes`: sse-stream decoding + chunk translation, no network). Throughput is
+//! reported in elements = chunks produced. Target: ≥ 1 M chunks/s.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dsh_llm_deepseek::translate_sse_bytes;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../../../shared/fixtures/wire/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A long synthetic DeepSeek thinking + text stream: `n` reasoning frames, `n` text frames.
+fn synthetic(n: usize) -> Vec<u8> {
+    let mut s = String::new();
+    for i in 0..n {
+        s.push_str(&format!("data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"deepseek-v4-pro\",\"system_fingerprint\":\"fp\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":null,\"reasoning_content\":\"tok{i} \"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null}}\n\n"));
+    }
+    for i in 0..n {
+        s.push_str(&format!("data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"deepseek-v4-pro\",\"system_fingerprint\":\"fp\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"word{i} \",\"reasoning_content\":null}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null}}\n\n"));
+    }
+    s.push_str("data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5,\"total_tokens\":15,\"prompt_cache_hit_tokens\":0,\"prompt_cache_miss_tokens\":10}}\n\ndata: [DONE]\n\n");
+    s.into_bytes()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sse_to_chunks");
+    let inputs = [
+        ("synthetic_4000_frames", synthetic(2000), 16 * 1024),
+        (
+            "ds_v4_stream_thinking_tool_call",
+            fixture("ds_v4_stream_thinking_tool_call.sse"),
+            16 * 1024,
+        ),
+        (
+            "ds_v4_stream_tool_calls_parallel",
+            fixture("ds_v4_stream_tool_calls_parallel.sse"),
+            16 * 1024,
+        ),
+    ];
+    for (name, body, read) in inputs {
+        let chunks = translate_sse_bytes(&body, read).len() as u64;
+        g.throughput(Throughput::Elements(chunks));
+        g.bench_function(name, |b| b.iter(|| translate_sse_bytes(&body, read)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,309 @@
+//! Provider configuration: the settings section `dsh-llm-deepseek`, routes, quirk flags, the
+//! model catalog, timeouts and credential resolution.
+//!
+//! Spec: `../shared/fixtures/wire/README.md` ("DeepSeek facts"), `../shared/spec/llm-streaming.md`
+//! (`LlmFailure` codes `MISSING_CREDENTIAL`, adapter contract item 5 for the idle watchdog).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dsh_llm::ModelInfo;
+use serde::{Deserialize, Serialize};
+
+/// Route id of the official DeepSeek endpoint.
+pub const DEEPSEEK_ROUTE: &str = "deepseek";
+/// Alias the official route also answers to (the upstream provider id in session logs).
+pub const DEEPSEEK_OFFICIAL_ALIAS: &str = "deepseek-official";
+/// Default base URL of the official route.
+pub const DEEPSEEK_BASE_URL: &str = "https://api.deepseek.com";
+/// Environment variable holding the official route's API key.
+pub const DEEPSEEK_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+
+/// The whole settings section `dsh-llm-deepseek` (TOML/JSON, snake_case, every field defaulted).
+///
+/// JSON: `{"official":{…},"routes":[{…}],"timeouts":{…}}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeepSeekSettings {
+    /// The official DeepSeek route (`deepseek`, alias `deepseek-official`).
+    pub official: OfficialRoute,
+    /// User-defined OpenAI-compatible routes.
+    pub routes: Vec<RouteConfig>,
+    /// Connect / first-byte / idle timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl DeepSeekSettings {
+    /// Settings whose official route points at `base_url` (e.g. a replay server) and reads its
+    /// key from env `DEEPSEEK_API_KEY` (use [`crate::StaticCredentials`] in tests).
+    pub fn official_at(base_url: impl Into<String>) -> Self {
+        let mut s = Self::default();
+        s.official.base_url = base_url.into();
+        s
+    }
+
+    /// Every configured route, official first (when enabled), then the user routes in order.
+    pub fn all_routes(&self) -> Vec<RouteConfig> {
+        let mut v = Vec::new();
+        if self.official.enabled {
+            v.push(self.official.to_route());
+        }
+        v.extend(self.routes.iter().cloned());
+        v
+    }
+}
+
+/// The official route's overridable fields. JSON: `{"enabled","base_url","api_key_env"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OfficialRoute {
+    /// Register the route at all (default true).
+    pub enabled: bool,
+    /// Base URL (default `https://api.deepseek.com`).
+    pub base_url: String,
+    /// Env var holding the key (default `DEEPSEEK_API_KEY`).
+    pub api_key_env: String,
+}
+
+impl Default for OfficialRoute {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            base_url: DEEPSEEK_BASE_URL.to_owned(),
+            api_key_env: DEEPSEEK_KEY_ENV.to_owned(),
+        }
+    }
+}
+
+impl OfficialRoute {
+    /// The route this expands to: id `deepseek`, alias `deepseek-official`, the V4 catalog,
+    /// [`Quirks::deepseek`].
+    pub fn to_route(&self) -> RouteConfig {
+        RouteConfig {
+            id: DEEPSEEK_ROUTE.to_owned(),
+            aliases: vec![DEEPSEEK_OFFICIAL_ALIAS.to_owned()],
+            display_name: Some("DeepSeek".to_owned()),
+            base_url: self.base_url.clone(),
+            api_key_env: Some(self.api_key_env.clone()),
+            models: deepseek_catalog(),
+            quirks: Quirks::deepseek(),
+        }
+    }
+}
+
+/// One OpenAI-compatible route.
+///
+/// JSON: `{"id","aliases"?,"display_name"?,"base_url","api_key_env"?,"models"?,"quirks"?}`.
+/// `base_url` is the prefix before `/chat/completions` (include `/v1` when the server wants it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Provider id the route answers to.
+    pub id: String,
+    /// Further provider ids it answers to.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Human name.
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Base URL (no trailing `/chat/completions`).
+    pub base_url: String,
+    /// Env var holding the API key; `None` = no `Authorization` header (local servers).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Advisory model catalog.
+    #[serde(default)]
+    pub models: Vec<ModelEntry>,
+    /// Wire quirks.
+    #[serde(default)]
+    pub quirks: Quirks,
+}
+
+impl RouteConfig {
+    /// A plain OpenAI-compatible route with default quirks and no key.
+    pub fn openai_compatible(id: impl Into<String>, base_url: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            aliases: Vec::new(),
+            display_name: None,
+            base_url: base_url.into(),
+            api_key_env: None,
+            models: Vec::new(),
+            quirks: Quirks::default(),
+        }
+    }
+
+    /// Whether the route answers to `provider` (its id or an alias).
+    pub fn answers_to(&self, provider: &str) -> bool {
+        self.id == provider || self.aliases.iter().any(|a| a == provider)
+    }
+
+    /// Catalog entry of `model`, if listed.
+    pub fn model(&self, model: &str) -> Option<&ModelEntry> {
+        self.models.iter().find(|m| m.id == model)
+    }
+
+    /// `{base_url}/{path}` with exactly one slash between.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.base_url.trim_end_matches('/'), path)
+    }
+}
+
+/// Per-route wire quirks. JSON (snake_case, all defaulted): see the fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Quirks {
+    /// Send the system prompt with role `system` (default true); false ⇒ role `developer`.
+    pub no_developer_role: bool,
+    /// Never send `reasoning_content` (endpoints that reject it in input).
+    pub omit_reasoning_content: bool,
+    /// Send `reasoning_content: ""` on an assistant tool-call message that has no recorded
+    /// reasoning (DeepSeek thinking mode answers 400 without it).
+    pub empty_reasoning_for_tool_calls: bool,
+    /// Send DeepSeek's `thinking` / `reasoning_effort` fields (and omit `temperature` while
+    /// thinking is enabled).
+    pub deepseek_thinking: bool,
+    /// Send `stream_options.include_usage: true` (default true).
+    pub include_usage: bool,
+}
+
+impl Default for Quirks {
+    fn default() -> Self {
+        Self {
+            no_developer_role: true,
+            omit_reasoning_content: false,
+            empty_reasoning_for_tool_calls: false,
+            deepseek_thinking: false,
+            include_usage: true,
+        }
+    }
+}
+
+impl Quirks {
+    /// The official DeepSeek endpoint's quirks.
+    pub fn deepseek() -> Self {
+        Self {
+            empty_reasoning_for_tool_calls: true,
+            deepseek_thinking: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// One catalog model. JSON: `{"id","context_window"?,"max_output_tokens"?,
+/// "default_max_tokens"?,"reasoning_efforts"?}` (tokens).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// Model id.
+    pub id: String,
+    /// Context window (tokens).
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    /// Largest output (tokens, reasoning included).
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// `max_tokens` materialised when the call sets none (tokens).
+    #[serde(default)]
+    pub default_max_tokens: Option<u64>,
+    /// Accepted reasoning efforts, first = default.
+    #[serde(default)]
+    pub reasoning_efforts: Vec<String>,
+}
+
+impl ModelEntry {
+    /// As the shared [`ModelInfo`].
+    pub fn to_info(&self) -> ModelInfo {
+        ModelInfo {
+            id: self.id.clone(),
+            context_window: self.context_window,
+            max_output_tokens: self.max_output_tokens,
+            default_max_tokens: self.default_max_tokens,
+            reasoning_efforts: self.reasoning_efforts.clone(),
+        }
+    }
+}
+
+/// The DeepSeek V4 catalog: `deepseek-v4-flash` and `deepseek-v4-pro`, 1,048,576-token context,
+/// 393,216 max output (reasoning included), default `max_tokens` 256,000 (as upstream session
+/// logs show), efforts `high` (default, thinking on), `max`, `off` (thinking disabled).
+pub fn deepseek_catalog() -> Vec<ModelEntry> {
+    ["deepseek-v4-flash", "deepseek-v4-pro"]
+        .into_iter()
+        .map(|id| ModelEntry {
+            id: id.to_owned(),
+            context_window: Some(1_048_576),
+            max_output_tokens: Some(393_216),
+            default_max_tokens: Some(256_000),
+            reasoning_efforts: vec!["high".to_owned(), "max".to_owned(), "off".to_owned()],
+        })
+        .collect()
+}
+
+/// Timeouts in milliseconds. JSON: `{"connect_ms","first_byte_ms","idle_ms"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    /// TCP/TLS connect (default 30,000 ms).
+    pub connect_ms: u64,
+    /// From sending the request to the response headers (default 600,000 ms: DeepSeek queues
+    /// up to 10 minutes).
+    pub first_byte_ms: u64,
+    /// Idle watchdog between body reads (default 300,000 ms = 5 min); keep-alive comments count
+    /// as activity.
+    pub idle_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_ms: 30_000,
+            first_byte_ms: 600_000,
+            idle_ms: 300_000,
+        }
+    }
+}
+
+/// Resolves credential references (env var names) to secrets, at call time.
+pub trait CredentialSource: Send + Sync + 'static {
+    /// The secret named `name`; `None` when unset or empty.
+    fn resolve(&self, name: &str) -> Option<String>;
+}
+
+/// Reads credentials from the process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvCredentials;
+
+impl CredentialSource for EnvCredentials {
+    fn resolve(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    }
+}
+
+/// A fixed map of credentials (tests, embedding).
+#[derive(Clone, Default)]
+pub struct StaticCredentials(BTreeMap<String, String>);
+
+impl std::fmt::Debug for StaticCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+impl StaticCredentials {
+    /// From `(name, secret)` pairs.
+    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Arc<Self> {
+        Arc::new(Self(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        ))
+    }
+}
+
+impl CredentialSource for StaticCredentials {
+    fn resolve(&self, name: &str) -> Option<String> {
+        self.0.get(name).filter(|v| !v.is_empty()).cloned()
+    }
+}

@@ -1,0 +1,137 @@
+//! HTTP failure mapping: status + body + headers → [`LlmFailure`], plus this crate's error enum.
+//!
+//! Spec: `../shared/spec/llm-streaming.md` ("LlmFailure and codes", adapter contract item 6),
+//! `../shared/fixtures/wire/README.md` (fixtures 16, 17 `ds_errors_http.json`).
+
+use dsh_llm::{LlmFailure, codes};
+use serde_json::Value;
+
+/// Errors of this crate outside a call (configuration, client construction).
+#[derive(Debug, thiserror::Error)]
+pub enum DeepSeekError {
+    /// The settings section is invalid (duplicate route ids, empty base URL, …).
+    #[error("invalid dsh-llm-deepseek settings: {0}")]
+    InvalidSettings(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+impl DeepSeekError {
+    /// Stable code: `INVALID_SETTINGS` or `HTTP_CLIENT`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidSettings(_) => "INVALID_SETTINGS",
+            Self::Client(_) => "HTTP_CLIENT",
+        }
+    }
+}
+
+fn is_quota_wording(s: &str) -> bool {
+    let s = s.to_ascii_lowercase();
+    [
+        "quota",
+        "balance",
+        "billing",
+        "credit",
+        "insufficient_funds",
+        "payment required",
+    ]
+    .iter()
+    .any(|w| s.contains(w))
+}
+
+/// Context-overflow wording over provider message/type/code (adapter contract item 6).
+pub fn is_context_overflow(s: &str) -> bool {
+    let s = s.to_ascii_lowercase();
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "maximum context",
+        "context_window",
+        "too many tokens",
+        "prompt is too long",
+        "input is too long",
+        "exceeds the context",
+        "reduce the length of the messages",
+    ]
+    .iter()
+    .any(|w| s.contains(w))
+}
+
+/// Parses a `Retry-After` value given in seconds (integer or decimal) to milliseconds (> 0).
+/// HTTP-date values are not supported (⇒ `None`).
+pub fn retry_after_ms(value: &str) -> Option<u64> {
+    let secs: f64 = value.trim().parse().ok()?;
+    if !secs.is_finite() || secs <= 0.0 {
+        return None;
+    }
+    let ms = (secs * 1000.0).ceil();
+    (1.0..1e15).contains(&ms).then_some(ms as u64)
+}
+
+/// Maps a non-2xx response to a failure. Order: 401/403 ⇒ `AUTH`; 402 or quota/balance wording
+/// ⇒ `QUOTA` (checked before 429); context-window wording on 400/413/422 ⇒
+/// `CONTEXT_WINDOW_EXCEEDED`; 400/413/422 ⇒ `INVALID_REQUEST`; 429 ⇒ `RATE_LIMIT`; ≥ 500 ⇒
+/// `SERVER`; anything else ⇒ `HTTP_<status>`. `status` is always set; `retry_after_ms` (from
+/// `Retry-After` / `retry-after-ms`) and `request_id` (`x-request-id`) when given. The message is
+/// the provider's `error.message` (else the body's first 300 characters, else the status), with
+/// `secret` (the API key) redacted, prefixed by the route and, for `AUTH`, a hint naming
+/// `key_env`.
+pub fn http_failure(
+    route_id: &str,
+    status: u16,
+    body: &str,
+    retry_after_ms: Option<u64>,
+    request_id: Option<String>,
+    key_env: Option<&str>,
+    secret: Option<&str>,
+) -> LlmFailure {
+    let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let err = parsed.as_ref().and_then(|v| v.get("error"));
+    let field = |k: &str| {
+        err.and_then(|e| e.get(k))
+            .and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    let (msg, kind, code) = (field("message"), field("type"), field("code"));
+    let mut message = if !msg.is_empty() {
+        msg.clone()
+    } else {
+        let t: String = body.trim().chars().take(300).collect();
+        if t.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            t
+        }
+    };
+    if let Some(s) = secret.filter(|s| s.len() >= 4) {
+        message = message.replace(s, "***");
+    }
+    let all = format!("{msg} {kind} {code}");
+    let c = match status {
+        401 | 403 => codes::AUTH.to_owned(),
+        402 => codes::QUOTA.to_owned(),
+        _ if (400..500).contains(&status) && is_quota_wording(&all) => codes::QUOTA.to_owned(),
+        400 | 413 | 422 if is_context_overflow(&all) => codes::CONTEXT_WINDOW_EXCEEDED.to_owned(),
+        400 | 413 | 422 => codes::INVALID_REQUEST.to_owned(),
+        429 => codes::RATE_LIMIT.to_owned(),
+        s if s >= 500 => codes::SERVER.to_owned(),
+        s => format!("HTTP_{s}"),
+    };
+    let mut text = format!("{route_id}: {message} (HTTP {status})");
+    if c == codes::AUTH
+        && let Some(env) = key_env
+    {
+        text.push_str(&format!("; check the API key in env {env}"));
+    }
+    let mut f = LlmFailure::new(c, text).with_status(status);
+    f.provider_retry_after_ms = retry_after_ms;
+    f.request_id = request_id;
+    f
+}

@@ -1,0 +1,38 @@
+//! `dsh-llm-deepseek`: the DeepSeek / OpenAI-compatible chat-completions [`dsh_llm::LlmAdapter`]
+//! of dsh, registered at link time. It streams `POST {base_url}/chat/completions` over reqwest,
+//! decodes SSE with `sse-stream`, and translates the stream into [`dsh_llm::StreamChunk`]s per the
+//! adapter contract; requests replay `reasoning_content` on tool-call turns; HTTP failures map to
+//! canonical [`dsh_llm::LlmFailure`] codes.
+//!
+//! Spec: `../shared/spec/llm-streaming.md`, `../shared/fixtures/wire/README.md`,
+//! `../shared/bugcases.md` (BC-01, BC-02, BC-04, BC-05, BC-07, BC-09).
+//!
+//! Configuration: the settings section `dsh-llm-deepseek` deserializes into
+//! [`DeepSeekSettings`] (every field defaulted). Routes: `deepseek` (alias `deepseek-official`,
+//! base `https://api.deepseek.com`, key env `DEEPSEEK_API_KEY`) plus any user routes.
+//!
+//! Tests build the adapter directly: `DeepSeekAdapter::with_credentials(
+//! DeepSeekSettings::official_at(server.base_url()), StaticCredentials::new([("DEEPSEEK_API_KEY",
+//! "sk-test")]))`. The byte→chunk translation is callable without HTTP:
+//! [`translate_sse_bytes`] / [`StreamTranslator`].
+
+mod adapter;
+mod config;
+mod errors;
+mod parse;
+mod plugin;
+mod request;
+
+pub use adapter::{DeepSeekAdapter, USER_AGENT, parse_model_list};
+pub use config::{
+    CredentialSource, DEEPSEEK_BASE_URL, DEEPSEEK_KEY_ENV, DEEPSEEK_OFFICIAL_ALIAS, DEEPSEEK_ROUTE,
+    DeepSeekSettings, EnvCredentials, ModelEntry, OfficialRoute, Quirks, RouteConfig,
+    StaticCredentials, Timeouts, deepseek_catalog,
+};
+pub use errors::{DeepSeekError, http_failure, is_context_overflow, retry_after_ms};
+pub use parse::{
+    CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, translate_sse_bytes,
+    try_again_hint_ms,
+};
+pub use plugin::PLUGIN_ID;
+pub use request::{Thinking, build_body, thinking_for};

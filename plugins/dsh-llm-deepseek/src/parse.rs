@@ -1,0 +1,660 @@
+//! Response translation: SSE `data:` payloads of an OpenAI-format chat-completions stream →
+//! [`StreamChunk`]s, as a synchronous state machine callable without HTTP.
+//!
+//! Spec: `../shared/spec/llm-streaming.md` ("StreamChunk", "Adapter contract", "TokenUsage"),
+//! `../shared/fixtures/wire/README.md` (fixtures 1–14, 22–28, "Reference assembler"),
+//! `../shared/bugcases.md` BC-01, BC-02, BC-05.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use dsh_llm::{CallId, ContentBlock, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    choices: Option<Vec<WireChoice<'a>>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(default)]
+    index: u32,
+    #[serde(default, borrow)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<WireToolCall<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<WireFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "args_text")]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// Accepts arguments as a JSON string (kept raw) or as any other JSON value (re-stringified,
+/// adapter contract item 2).
+fn args_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("tool-call arguments")
+        }
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_owned())))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v)))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(Value::from(v).to_string())))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+            let v = Value::deserialize(de::value::MapAccessDeserializer::new(a))?;
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+            let v = Value::deserialize(de::value::SeqAccessDeserializer::new(a))?;
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+    }
+    d.deserialize_option(V)
+}
+
+/// The wire `usage` object (OpenAI / DeepSeek / llama.cpp fields; unknown ones ignored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireUsage {
+    /// Total prompt tokens (cached included).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens (reasoning included).
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+    /// DeepSeek cache hits.
+    #[serde(default)]
+    pub prompt_cache_hit_tokens: Option<u64>,
+    /// DeepSeek cache misses.
+    #[serde(default)]
+    pub prompt_cache_miss_tokens: Option<u64>,
+    /// `{cached_tokens}`.
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptDetails>,
+    /// `{reasoning_tokens}`.
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptDetails {
+    /// Cached prompt tokens.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionDetails {
+    /// Reasoning tokens (part of completion tokens).
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Disjoint [`TokenUsage`]: cache read = `prompt_cache_hit_tokens` (else
+    /// `prompt_tokens_details.cached_tokens`); input = `prompt_cache_miss_tokens` (else
+    /// prompt − cache read, saturating); output = completion; reasoning from the details.
+    pub fn to_usage(&self) -> TokenUsage {
+        let cache_read = self.prompt_cache_hit_tokens.or(self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens));
+        let input = self.prompt_cache_miss_tokens.unwrap_or_else(|| {
+            self.prompt_tokens
+                .unwrap_or(0)
+                .saturating_sub(cache_read.unwrap_or(0))
+        });
+        TokenUsage {
+            input_tokens: input,
+            output_tokens: self.completion_tokens.unwrap_or(0),
+            cache_read_tokens: cache_read,
+            cache_write_tokens: None,
+            reasoning_tokens: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Slot {
+    Text(String),
+    Reasoning(String),
+    Call {
+        id: String,
+        synthesized: bool,
+        wire_index: u32,
+        name: String,
+        args: String,
+    },
+}
+
+/// Where the translator stands after a payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Keep feeding payloads.
+    More,
+    /// A terminal chunk was queued (`[DONE]`, a stream `error`); ignore further input.
+    Ended,
+}
+
+/// Translates one response stream. Feed every SSE `data` payload to
+/// [`StreamTranslator::push_data`], then call [`StreamTranslator::finish_eof`] when the body
+/// ends without `[DONE]`. Output chunks are appended to the caller's vector, in contract order:
+/// `block-start` / deltas as they arrive (block indices in first-seen order; no empty deltas),
+/// then at the end every `block-end` (index order), `usage` (if any arrived), and exactly one
+/// `finish`; nothing after it.
+#[derive(Debug, Default)]
+pub struct StreamTranslator {
+    slots: Vec<Slot>,
+    text_slot: Option<usize>,
+    reasoning_slot: Option<usize>,
+    response_id: Option<String>,
+    usage: Option<WireUsage>,
+    finish_reason: Option<String>,
+    ended: bool,
+    after_done: usize,
+}
+
+impl StreamTranslator {
+    /// A fresh translator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether a terminal chunk has been produced.
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Payloads received after the end (counted, ignored).
+    pub fn frames_after_end(&self) -> usize {
+        self.after_done
+    }
+
+    /// The last non-null wire usage seen.
+    pub fn wire_usage(&self) -> Option<&WireUsage> {
+        self.usage.as_ref()
+    }
+
+    /// Handles one SSE `data` payload (`[DONE]` or a JSON chunk).
+    ///
+    /// Malformed JSON ⇒ a terminal `finish{error}` with code `TRANSPORT` (the body is not a
+    /// valid stream); an `error` object ⇒ terminal `finish{error}` with code `SERVER` and the
+    /// provider's message.
+    pub fn push_data(&mut self, data: &str, out: &mut Vec<StreamChunk>) -> Progress {
+        if self.ended {
+            self.after_done += 1;
+            return Progress::Ended;
+        }
+        let data = data.trim_matches(|c: char| c == ' ' || c == '\r' || c == '\n');
+        if data.is_empty() {
+            return Progress::More;
+        }
+        if data == "[DONE]" {
+            self.finish_done(out);
+            return Progress::Ended;
+        }
+        let chunk: WireChunk<'_> = match serde_json::from_str(data) {
+            Ok(c) => c,
+            Err(e) => {
+                self.fail(
+                    out,
+                    LlmFailure::new(
+                        codes::TRANSPORT,
+                        format!("malformed stream chunk from the provider: {e}"),
+                    ),
+                );
+                return Progress::Ended;
+            }
+        };
+        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| err.to_string());
+            self.fail(out, in_band_failure(&err, &message));
+            return Progress::Ended;
+        }
+        if self.response_id.is_none()
+            && let Some(id) = chunk.id.filter(|s| !s.is_empty())
+        {
+            self.response_id = Some(id.into_owned());
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u);
+        }
+        for choice in chunk.choices.into_iter().flatten() {
+            if choice.index != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
+                    self.reasoning(&r, out);
+                }
+                if let Some(t) = delta.content {
+                    self.text(&t, out);
+                }
+                for tc in delta.tool_calls.into_iter().flatten() {
+                    self.tool_call(tc, out);
+                }
+            }
+            if let Some(f) = choice.finish_reason.filter(|f| !f.is_empty()) {
+                self.finish_reason = Some(f.into_owned());
+            }
+        }
+        Progress::More
+    }
+
+    fn reasoning(&mut self, text: &str, out: &mut Vec<StreamChunk>) {
+        if text.is_empty() {
+            return;
+        }
+        let index = match self.reasoning_slot {
+            Some(i) => i,
+            None => {
+                let i = self.open(Slot::Reasoning(String::new()), "reasoning", out);
+                self.reasoning_slot = Some(i);
+                i
+            }
+        };
+        if let Some(Slot::Reasoning(s)) = self.slots.get_mut(index) {
+            s.push_str(text);
+        }
+        out.push(StreamChunk::ReasoningDelta {
+            index: index as u32,
+            text: text.to_owned(),
+        });
+    }
+
+    fn text(&mut self, text: &str, out: &mut Vec<StreamChunk>) {
+        if text.is_empty() {
+            return;
+        }
+        let index = match self.text_slot {
+            Some(i) => i,
+            None => {
+                let i = self.open(Slot::Text(String::new()), "text", out);
+                self.text_slot = Some(i);
+                i
+            }
+        };
+        if let Some(Slot::Text(s)) = self.slots.get_mut(index) {
+            s.push_str(text);
+        }
+        out.push(StreamChunk::TextDelta {
+            index: index as u32,
+            text: text.to_owned(),
+        });
+    }
+
+    fn open(&mut self, slot: Slot, kind: &str, out: &mut Vec<StreamChunk>) -> usize {
+        let i = self.slots.len();
+        self.slots.push(slot);
+        out.push(StreamChunk::BlockStart {
+            index: i as u32,
+            block_type: kind.to_owned(),
+        });
+        i
+    }
+
+    /// Routes a tool-call fragment: a non-empty id seen before ⇒ that call; a new non-empty id ⇒
+    /// adopts the latest call on the same wire index that only has a synthesized id, else a new
+    /// call; no id ⇒ the latest call on the same wire index, else a new call with a synthesized
+    /// id. Empty `id`/`name` strings count as absent (BC-02).
+    fn tool_call(&mut self, tc: WireToolCall<'_>, out: &mut Vec<StreamChunk>) {
+        let wire_index = tc.index.unwrap_or(0);
+        let id = tc.id.filter(|s| !s.is_empty());
+        let (name, args) = match tc.function {
+            Some(f) => (f.name.filter(|s| !s.is_empty()), f.arguments),
+            None => (None, None),
+        };
+        let latest_on_index = self
+            .slots
+            .iter()
+            .rposition(|s| matches!(s, Slot::Call { wire_index: w, .. } if *w == wire_index));
+        let target = match &id {
+            Some(id) => {
+                let by_id = self.slots.iter().position(
+                    |s| matches!(s, Slot::Call { id: sid, synthesized: false, .. } if sid == id),
+                );
+                match by_id {
+                    Some(i) => Some(i),
+                    None => match latest_on_index {
+                        Some(i)
+                            if matches!(
+                                self.slots[i],
+                                Slot::Call {
+                                    synthesized: true,
+                                    ..
+                                }
+                            ) =>
+                        {
+                            if let Slot::Call {
+                                id: sid,
+                                synthesized,
+                                ..
+                            } = &mut self.slots[i]
+                            {
+                                *sid = id.to_string();
+                                *synthesized = false;
+                            }
+                            Some(i)
+                        }
+                        _ => None,
+                    },
+                }
+            }
+            None => latest_on_index,
+        };
+        let (index, is_new) = match target {
+            Some(i) => (i, false),
+            None => {
+                let n = self.slots.len();
+                let (sid, synthesized) = match &id {
+                    Some(id) => (id.to_string(), false),
+                    None => (
+                        match &self.response_id {
+                            Some(r) => format!("{r}-call-{n}"),
+                            None => format!("call_dsh_{}", uuid::Uuid::new_v4().simple()),
+                        },
+                        true,
+                    ),
+                };
+                let i = self.open(
+                    Slot::Call {
+                        id: sid,
+                        synthesized,
+                        wire_index,
+                        name: String::new(),
+                        args: String::new(),
+                    },
+                    "tool-call",
+                    out,
+                );
+                (i, true)
+            }
+        };
+        if let Some(Slot::Call {
+            id: sid,
+            name: sname,
+            args: sargs,
+            ..
+        }) = self.slots.get_mut(index)
+        {
+            let new_name = match name {
+                Some(n) if sname.is_empty() => {
+                    *sname = n.into_owned();
+                    Some(sname.clone())
+                }
+                _ => None,
+            };
+            let delta = args.map(Cow::into_owned).unwrap_or_default();
+            if !is_new && new_name.is_none() && delta.is_empty() {
+                return;
+            }
+            sargs.push_str(&delta);
+            out.push(StreamChunk::ToolCallDelta {
+                index: index as u32,
+                id: CallId::new(sid.clone()),
+                name: new_name,
+                arguments_delta: delta,
+            });
+        }
+    }
+
+    fn fail(&mut self, out: &mut Vec<StreamChunk>, failure: LlmFailure) {
+        self.ended = true;
+        if let Some(u) = &self.usage {
+            out.push(StreamChunk::Usage {
+                usage: u.to_usage(),
+            });
+        }
+        out.push(StreamChunk::Finish {
+            reason: FinishReason::Error { failure },
+            replay_state: None,
+        });
+    }
+
+    fn finish_done(&mut self, out: &mut Vec<StreamChunk>) {
+        let reason = self
+            .finish_reason
+            .clone()
+            .unwrap_or_else(|| "stop".to_owned());
+        self.complete(&reason, out);
+    }
+
+    /// The body ended (EOF) without `[DONE]`: a finish reason seen ⇒ a normal end; otherwise a
+    /// terminal `finish{error}` with code `TRANSPORT` ("incomplete stream"). No-op once ended.
+    pub fn finish_eof(&mut self, out: &mut Vec<StreamChunk>) {
+        if self.ended {
+            return;
+        }
+        match self.finish_reason.clone() {
+            Some(r) => self.complete(&r, out),
+            None => self.fail(
+                out,
+                LlmFailure::new(
+                    codes::TRANSPORT,
+                    "the provider's stream ended before completion (no finish reason, no [DONE])",
+                ),
+            ),
+        }
+    }
+
+    /// Ends with an externally decided failure (timeout, transport) — or, for
+    /// `aborted = true`, a `finish{aborted}`. No-op once ended.
+    pub fn finish_with(&mut self, failure: LlmFailure, aborted: bool, out: &mut Vec<StreamChunk>) {
+        if self.ended {
+            return;
+        }
+        if aborted {
+            self.ended = true;
+            out.push(StreamChunk::Finish {
+                reason: FinishReason::Aborted { failure },
+                replay_state: None,
+            });
+        } else {
+            self.fail(out, failure);
+        }
+    }
+
+    fn complete(&mut self, wire_reason: &str, out: &mut Vec<StreamChunk>) {
+        self.ended = true;
+        let mut has_text = false;
+        let mut has_call = false;
+        for (i, slot) in self.slots.drain(..).enumerate() {
+            let block = match slot {
+                Slot::Text(t) => {
+                    has_text |= !t.trim().is_empty();
+                    ContentBlock::Text { text: t }
+                }
+                Slot::Reasoning(t) => ContentBlock::Reasoning { text: t },
+                Slot::Call { id, name, args, .. } => {
+                    has_call = true;
+                    ContentBlock::ToolCall {
+                        id: CallId::new(id),
+                        name,
+                        arguments: args,
+                    }
+                }
+            };
+            out.push(StreamChunk::BlockEnd {
+                index: i as u32,
+                block,
+            });
+        }
+        if let Some(u) = &self.usage {
+            out.push(StreamChunk::Usage {
+                usage: u.to_usage(),
+            });
+        }
+        let reason = match wire_reason {
+            "stop" | "tool_calls" | "function_call" if has_call => FinishReason::ToolCalls,
+            "stop" | "tool_calls" | "function_call" if !has_text => FinishReason::Error {
+                failure: LlmFailure::new(
+                    codes::EMPTY_RESPONSE,
+                    "the model finished without an answer (no text and no tool calls)",
+                ),
+            },
+            "stop" | "tool_calls" | "function_call" => FinishReason::Stop,
+            "length" => FinishReason::MaxTokens,
+            other => FinishReason::Error {
+                failure: LlmFailure::new(
+                    other.to_ascii_uppercase(),
+                    format!("the provider ended the response with finish_reason {other:?}"),
+                ),
+            },
+        };
+        out.push(StreamChunk::Finish {
+            reason,
+            replay_state: None,
+        });
+    }
+}
+
+/// Classifies an `error` object inside a 200 stream: rate-limit wording in its
+/// `code`/`type`/`message` ⇒ `RATE_LIMIT` (with a "try again in N s" hint as
+/// `providerRetryAfterMs`), anything else ⇒ `SERVER` (BC-09; llama.cpp fixture 28).
+fn in_band_failure(err: &Value, message: &str) -> LlmFailure {
+    let field = |k: &str| match err.get(k) {
+        Some(Value::String(s)) => s.to_ascii_lowercase(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    let all = format!(
+        "{} {} {}",
+        field("code"),
+        field("type"),
+        message.to_ascii_lowercase()
+    );
+    let rate = all.contains("rate_limit") || all.contains("rate limit");
+    let code = if rate {
+        codes::RATE_LIMIT
+    } else {
+        codes::SERVER
+    };
+    let mut f = LlmFailure::new(code, format!("provider error inside the stream: {message}"));
+    if rate {
+        f.provider_retry_after_ms = try_again_hint_ms(&all);
+    }
+    f
+}
+
+/// Parses "try again in N s|seconds|ms" (N integer or decimal) into milliseconds (> 0).
+pub fn try_again_hint_ms(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let pos = lower.find("try again in ")? + "try again in ".len();
+    let rest = &lower[pos..];
+    let num_len = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let n: f64 = rest[..num_len].parse().ok()?;
+    let unit = rest[num_len..].trim_start();
+    let ms = if unit.starts_with("ms") || unit.starts_with("milli") {
+        n
+    } else {
+        n * 1000.0
+    };
+    (ms.is_finite() && (1.0..1e15).contains(&ms)).then_some(ms.ceil() as u64)
+}
+
+/// Translates a complete SSE body held in memory (no HTTP): decodes it with
+/// `sse_stream::SseByteStream` (comments, blank lines, BOM, CR / CRLF handled there), feeds every
+/// `data` payload to a [`StreamTranslator`], and treats the end of `body` as EOF. The input is
+/// fed in slices of `read_size` bytes (≥ 1) to mimic network reads.
+pub fn translate_sse_bytes(body: &[u8], read_size: usize) -> Vec<StreamChunk> {
+    use futures::StreamExt;
+    let reads: Vec<Result<&[u8], std::convert::Infallible>> =
+        body.chunks(read_size.max(1)).map(Ok).collect();
+    let mut sse = sse_stream::SseByteStream::new(futures::stream::iter(reads));
+    let mut tr = StreamTranslator::new();
+    let mut out = Vec::new();
+    futures::executor::block_on(async {
+        while let Some(ev) = sse.next().await {
+            match ev {
+                Ok(ev) => {
+                    if let Some(data) = ev.data.as_deref() {
+                        tr.push_data(data, &mut out);
+                    }
+                }
+                Err(e) => {
+                    tr.finish_with(
+                        LlmFailure::new(codes::TRANSPORT, format!("SSE decoding failed: {e}")),
+                        false,
+                        &mut out,
+                    );
+                }
+            }
+        }
+    });
+    tr.finish_eof(&mut out);
+    out
+}
