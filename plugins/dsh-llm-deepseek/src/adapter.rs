@@ -391,7 +391,7 @@ impl LlmAdapter for DeepSeekAdapter {
             .as_ref()
             .is_none_or(|env| self.inner.creds.resolve(env).is_some());
         Some(ProviderInfo {
-            id: route.id.clone(),
+            id: provider.to_owned(),
             display_name: route
                 .display_name
                 .clone()

@@ -7,4 +7,5 @@ mod common;
 mod faults;
 mod fixtures;
 mod parser;
+mod plugin;
 mod requests;

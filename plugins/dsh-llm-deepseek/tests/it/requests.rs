@@ -346,7 +346,10 @@ async fn missing_credential_fails_with_a_hint_and_sends_nothing() {
     assert!(server.requests().is_empty());
     use dsh_llm::LlmAdapter;
     let info = a.provider_info("deepseek-official").unwrap();
-    assert_eq!((info.id.as_str(), info.configured), ("deepseek", false));
+    assert_eq!(
+        (info.id.as_str(), info.configured),
+        ("deepseek-official", false)
+    );
     assert!(info.setup_hint.is_some());
 }
 
