@@ -149,6 +149,27 @@ pub struct Assembled {
 ///
 /// Feeding never fails; reading ([`BlockAssembler::blocks`], [`BlockAssembler::message`]) fails
 /// only with [`LlmError::IncompleteBlock`] when an index of an unknown block type was never closed.
+///
+/// ```
+/// use dsh_llm::{BlockAssembler, CallId, ContentBlock, FinishReason, StreamChunk};
+///
+/// let mut a = BlockAssembler::new();
+/// a.push(&StreamChunk::TextDelta { index: 0, text: "Hel".into() });
+/// a.push(&StreamChunk::TextDelta { index: 0, text: "lo".into() });
+/// a.push(&StreamChunk::ToolCallDelta {
+///     index: 1,
+///     id: CallId::new("call_0"),
+///     name: Some("bash".into()),
+///     arguments_delta: "{}".into(),
+/// });
+/// a.push(&StreamChunk::Finish { reason: FinishReason::ToolCalls, replay_state: None });
+/// assert_eq!(
+///     a.blocks().unwrap(),
+///     vec![ContentBlock::text("Hello"), ContentBlock::tool_call("call_0", "bash", "{}")]
+/// );
+/// let m = a.message("deepseek", "deepseek-v4-flash").unwrap();
+/// assert_eq!(m.text(), "Hello");
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct BlockAssembler {
     /// Partials in first-seen order.

@@ -3,6 +3,14 @@
 //! the LLM service seam that adapters register with.
 //!
 //! Spec: `../shared/spec/llm-streaming.md`. Wire form: upstream session log format v0.
+//!
+//! - [`BlockAssembler`]: the canonical chunk → blocks → assistant [`Message`] algorithm.
+//! - [`LlmService`]: provided as `Arc<LlmService>` by this crate's link-time plugin (id
+//!   `dsh-llm`); adapters register routes with [`LlmService::register_adapter_in`], callers
+//!   stream with [`LlmService::stream`] / [`LlmService::stream_scoped`] (the `llm/stream`
+//!   waterfall, [`LlmStream`]) and resolve configs with [`LlmService::resolve_call_config`].
+//!   Route changes emit `llm/adapters-updated` ([`AdaptersUpdated`]).
+//! - [`LlmError`]: this crate's error enum with stable codes, convertible to [`LlmFailure`].
 
 mod adapter;
 mod assembler;

@@ -83,6 +83,22 @@ impl Inner {
     }
 }
 
+/// Checks the adapter's own metadata for every candidate route (called before taking the table
+/// lock, so adapter code never runs under it): a described route must keep its id and have a
+/// non-empty display name.
+fn validate_metadata(routes: &[String], adapter: &dyn LlmAdapter) -> Result<(), LlmError> {
+    for provider in routes {
+        if let Some(info) = adapter.provider_info(provider)
+            && (info.id != *provider || info.display_name.is_empty())
+        {
+            return Err(LlmError::InvalidAdapter {
+                reason: "adapter metadata must preserve the provider id and have a non-empty name",
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Validates a candidate route set for registration `me` (routes `me` holds count as free).
 fn validate(table: &[Route], routes: &[String], me: u64) -> Result<(), LlmError> {
     for (i, provider) in routes.iter().enumerate() {
@@ -242,7 +258,9 @@ impl LlmService {
     /// detached). Emits `llm/adapters-updated` on success.
     ///
     /// # Errors
-    /// [`LlmError::InvalidAdapter`] for an empty route list or an empty route name;
+    /// [`LlmError::InvalidAdapter`] for an empty route list, an empty route name, or adapter
+    /// metadata ([`LlmAdapter::provider_info`]) whose id differs from the route or whose display
+    /// name is empty;
     /// [`LlmError::DuplicateAdapter`] when a route is listed twice or already served;
     /// [`LlmError::Kernel`] (`INACTIVE_SCOPE`) when `scope` is disposing. Nothing is registered
     /// on error.
@@ -257,6 +275,7 @@ impl LlmService {
                 reason: "an adapter must register at least one provider",
             });
         }
+        validate_metadata(&routes, adapter.as_ref())?;
         let id = self.inner.next_registration.fetch_add(1, Ordering::Relaxed);
         {
             let mut table = self.inner.write();
@@ -688,8 +707,13 @@ impl AdapterRoutes {
     /// # Errors
     /// [`LlmError::RegistrationDisposed`] once the registration was released;
     /// [`LlmError::DuplicateAdapter`] for a repeated route or one held by another registration;
-    /// [`LlmError::InvalidAdapter`] for an empty route name.
+    /// [`LlmError::InvalidAdapter`] for an empty route name or bad adapter metadata (as at
+    /// registration).
     pub fn replace(&self, routes: Vec<String>) -> Result<(), LlmError> {
+        if self.released.load(Ordering::SeqCst) {
+            return Err(LlmError::RegistrationDisposed);
+        }
+        validate_metadata(&routes, self.adapter.as_ref())?;
         {
             let mut table = self.inner.write();
             if self.released.load(Ordering::SeqCst) {

@@ -667,3 +667,58 @@ async fn error_codes_and_failure_conversion() {
         "UNKNOWN_MODEL"
     );
 }
+
+#[tokio::test]
+async fn scoped_stream_reaches_listeners_of_that_agent_scope_only() {
+    let (k, _ctx, s, _u) = setup();
+    let _h = s
+        .register_adapter(
+            routes(&["a"]),
+            Arc::new(Script::new(vec![
+                Ok(text(0, "x")),
+                Ok(fin(FinishReason::Stop)),
+            ])),
+        )
+        .unwrap();
+    let key = dsh_kernel::ScopeKey::new("agent-1");
+    let agent = k.root().tagged(key.clone(), "agent").unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    agent
+        .on_waterfall::<LlmStream, _, _>(move |o: GenerateOptions, next| {
+            h.fetch_add(1, Ordering::SeqCst);
+            next.run(o)
+        })
+        .unwrap()
+        .detach();
+    let _ = collect(s.stream(opts("a"))).await;
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    let items = collect(s.stream_scoped(Some(&key), opts("a"))).await;
+    assert_eq!(items, vec![Ok(text(0, "x")), Ok(fin(FinishReason::Stop))]);
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn adapter_metadata_must_preserve_the_route_id() {
+    struct Liar;
+    impl LlmAdapter for Liar {
+        fn stream(&self, _opts: GenerateOptions) -> ChunkStream {
+            futures::stream::empty().boxed()
+        }
+        fn provider_info(&self, provider: &str) -> Option<ProviderInfo> {
+            Some(ProviderInfo {
+                id: format!("{provider}-renamed"),
+                display_name: "L".into(),
+                configured: true,
+                setup_hint: None,
+            })
+        }
+    }
+    let (_k, _ctx, s, updates) = setup();
+    let err = s
+        .register_adapter(routes(&["a"]), Arc::new(Liar))
+        .unwrap_err();
+    assert_eq!(err.code(), "INVALID_ADAPTER");
+    assert_eq!(ids(&s), Vec::<String>::new());
+    assert_eq!(updates.load(Ordering::SeqCst), 0);
+}
