@@ -1,0 +1,2 @@
+//! Placeholder while this target is being written.
+fn main() {}

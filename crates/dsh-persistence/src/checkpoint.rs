@@ -1,0 +1,70 @@
+//! The checkpoint policy (upstream plugin `dsh-session-checkpoint-policy`, here a module registered
+//! by this crate's plugin): flush barriers chosen by policy, not by the backend.
+//!
+//! Spec: `../shared/spec/persistence.md` ("Checkpoint policy"):
+//! 1. `llm/stream` ([`dsh_llm::LlmStream`]) is wrapped: the adapter stream is not opened until the
+//!    buffered events (including `request/header`) are durable; a flush failure yields a stream
+//!    with one `Err(LlmFailure{code: SESSION_FLUSH_FAILED})` and the adapter is never called;
+//! 2. `tools/execute` ([`dsh_tools::ToolsExecute`]) is wrapped: a tool body starts only after its
+//!    `tool/call` is durable; cancellation during that flush ⇒ `ABORTED_BEFORE_DISPATCH`; a flush
+//!    failure ⇒ `Err` (body not run, fail-closed).
+//! 3. The step boundary: the loop emits `session/flush` before its next request; barrier (1) also
+//!    covers it because the next request cannot open before the flush. (`agent/pre-step` does not
+//!    exist yet in dsh; when the loop crate lands, hook it here.)
+//!
+//! The listeners are global (they see every agent's dispatch) and the barrier drains every
+//! session with pending events: the payloads carry no session id, and a superset barrier is
+//! still correct (only more durable).
+
+use dsh_kernel::{BoxError, Context, ListenOptions};
+use dsh_llm::{LlmFailure, LlmStream};
+use dsh_tools::{ToolsError, ToolsExecute};
+use futures::StreamExt;
+
+use crate::coordinator::WriteCoordinator;
+
+/// Failure code of a fail-closed checkpoint (flush failed before a model call).
+pub const SESSION_FLUSH_FAILED: &str = "SESSION_FLUSH_FAILED";
+
+/// Registers the barriers through `ctx` (detached: they live as long as the scope).
+///
+/// # Errors
+/// Kernel registration failures (inactive scope).
+pub fn register(ctx: &Context, coordinator: &WriteCoordinator) -> Result<(), BoxError> {
+    let coord = coordinator.clone();
+    ctx.on_waterfall_with::<LlmStream, _, _>(ListenOptions::global(), move |opts, next| {
+        let coord = coord.clone();
+        async move {
+            match coord.flush_all().await {
+                Ok(()) => next.run(opts).await,
+                Err(e) => {
+                    tracing::error!(code = e.code(), error = %e, "checkpoint before llm/stream failed; request not sent");
+                    let failure = LlmFailure::new(SESSION_FLUSH_FAILED, format!("session checkpoint failed: {e}"));
+                    futures::stream::once(async move { Err(failure) }).boxed()
+                }
+            }
+        }
+    })?
+    .detach();
+    let coord = coordinator.clone();
+    ctx.on_waterfall_with::<ToolsExecute, _, _>(ListenOptions::global(), move |exec, next| {
+        let coord = coord.clone();
+        async move {
+            let signal = exec.signal.clone();
+            let flushed = tokio::select! {
+                r = coord.flush_all() => Some(r),
+                () = signal.cancelled() => None,
+            };
+            match flushed {
+                None => Err(Box::new(ToolsError::AbortedBeforeDispatch) as BoxError),
+                Some(Err(e)) => {
+                    tracing::error!(code = e.code(), error = %e, "checkpoint before tool body failed; body not run");
+                    Err(Box::new(e) as BoxError)
+                }
+                Some(Ok(())) => next.run(exec).await,
+            }
+        }
+    })?
+    .detach();
+    Ok(())
+}

@@ -1,0 +1,428 @@
+//! The default JSONL backend: `<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl`,
+//! a header line then one storage record per line (events verbatim or packed chunk rows).
+//!
+//! Spec: `../shared/spec/persistence.md` ("JSONL backend"). Writes: first append publishes
+//! header + batch through a temp file, fsync and a no-overwrite hard link; later appends append +
+//! fsync and truncate back on failure. Reads stream the file line by line (`BufReader`), so a
+//! resume holds the decoded events plus one line buffer (memory ≈ decoded log + longest line).
+//! Only an unterminated final line is a torn tail; any other malformed line, a seq gap or a bad
+//! packed row is [`PersistenceError::Corruption`]. Listing reads only each log's first line.
+//! The zstd-framed `session.jsonl.zstd` layout is not implemented: such a root is refused on read.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use dsh_session::SessionEvent;
+
+use crate::codec;
+use crate::error::{PersistenceError, Result};
+use crate::fsio::{SessionLock, append_durable, publish_new, truncate_durable};
+use crate::header::{SessionHeader, header_to_line, parse_header_line};
+use crate::path::{LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, encode_segment, log_path};
+use crate::seam::{Revision, SessionLocation, SessionSnapshot, StorageBackend, StoredPrefix};
+
+/// Largest header line `list` reads (bytes); a longer first line is skipped as not-a-header.
+pub const MAX_HEADER_LINE_BYTES: usize = 1 << 20;
+
+/// JSONL backend configuration (settings section `dsh-persistence`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct JsonlConfig {
+    /// Root directory of all session logs.
+    pub root: PathBuf,
+    /// Pack runs of ≥3 chunk deltas into packed rows (default `true`).
+    pub pack_chunks: bool,
+}
+
+impl Default for JsonlConfig {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from(".dsh/sessions"),
+            pack_chunks: true,
+        }
+    }
+}
+
+struct Writer {
+    _lock: SessionLock,
+    path: PathBuf,
+    file: Option<File>,
+    committed_len: u64,
+    next_seq: u64,
+}
+
+/// The JSONL [`StorageBackend`]; wrap it in [`crate::Persistence`] for the seam.
+pub struct JsonlBackend {
+    config: JsonlConfig,
+    writers: Mutex<HashMap<String, Arc<Mutex<Writer>>>>,
+}
+
+fn lock_mutex<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The revision of a file: `dev:ino:size:mtime_ns` (unix) or `size:mtime_ns`.
+fn file_revision(meta: &std::fs::Metadata) -> Revision {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Revision(format!(
+            "{}:{}:{}:{}",
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime() as i128 * 1_000_000_000 + i128::from(meta.mtime_nsec())
+        ))
+    }
+    #[cfg(not(unix))]
+    {
+        let ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        Revision(format!("{}:{}", meta.len(), ns))
+    }
+}
+
+/// Result of scanning one log file.
+#[derive(Debug)]
+pub struct ScannedLog {
+    /// The stored prefix (torn marker = byte offset of the torn final line).
+    pub prefix: StoredPrefix,
+    /// Byte length of the committed prefix (header + complete records).
+    pub committed_len: u64,
+    /// Number of events in the committed prefix (the stored next seq).
+    pub next_seq: u64,
+}
+
+/// Streams and validates a JSONL log. `id` names the session in errors; `from_seq` drops events
+/// below it after validation (use 0 for all).
+///
+/// # Errors
+/// [`PersistenceError::Corruption`] (missing/bad header, malformed complete line, bad packed row,
+/// seq gap; `line` is 1-based); [`PersistenceError::FormatUnsupported`] (header version);
+/// [`PersistenceError::Io`].
+pub fn scan_log(path: &Path, id: &str, from_seq: u64) -> Result<ScannedLog> {
+    let file = File::open(path).map_err(|e| PersistenceError::io("open", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| PersistenceError::io("stat", path, e))?;
+    let revision = file_revision(&meta);
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut buf = Vec::with_capacity(4096);
+    let n = reader
+        .read_until(b'\n', &mut buf)
+        .map_err(|e| PersistenceError::io("read", path, e))?;
+    if n == 0 || buf.last() != Some(&b'\n') {
+        return Err(PersistenceError::corruption(
+            id,
+            Some(1),
+            "empty or header-less session log",
+        ));
+    }
+    let header = parse_header_line(&buf[..n - 1], id, Some(path))?;
+    let mut committed = n as u64;
+    let mut events: Vec<SessionEvent> = Vec::new();
+    let mut next_seq: u64 = 0;
+    let mut line_no: u64 = 1;
+    let mut torn = None;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| PersistenceError::io("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if buf.last() != Some(&b'\n') {
+            // Unterminated final record: a torn tail (only possible at EOF).
+            torn = Some(committed);
+            break;
+        }
+        let value: serde_json::Value = serde_json::from_slice(&buf[..n - 1]).map_err(|e| {
+            PersistenceError::corruption(
+                id,
+                Some(line_no),
+                format!("unparsable committed record: {e}"),
+            )
+        })?;
+        let decoded = codec::decode_record(id, Some(line_no), value)?;
+        for e in decoded {
+            if e.seq != next_seq {
+                return Err(PersistenceError::corruption(
+                    id,
+                    Some(line_no),
+                    format!(
+                        "seq gap in committed region (expected {next_seq}, got {})",
+                        e.seq
+                    ),
+                ));
+            }
+            next_seq += 1;
+            if e.seq >= from_seq {
+                events.push(e);
+            }
+        }
+        committed += n as u64;
+    }
+    Ok(ScannedLog {
+        prefix: StoredPrefix {
+            header,
+            events,
+            revision,
+            torn_marker: torn,
+        },
+        committed_len: committed,
+        next_seq,
+    })
+}
+
+/// Reads only the first line of a log and parses it as a header (for listing).
+///
+/// # Errors
+/// As [`parse_header_line`], plus I/O and an over-long/unterminated first line (`Corruption`).
+pub fn read_header(path: &Path) -> Result<(SessionHeader, Revision)> {
+    let file = File::open(path).map_err(|e| PersistenceError::io("open", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| PersistenceError::io("stat", path, e))?;
+    let mut reader = BufReader::with_capacity(8192, file).take(MAX_HEADER_LINE_BYTES as u64);
+    let mut buf = Vec::with_capacity(512);
+    let n = reader
+        .read_until(b'\n', &mut buf)
+        .map_err(|e| PersistenceError::io("read", path, e))?;
+    let hint = path.display().to_string();
+    if n == 0 || buf.last() != Some(&b'\n') {
+        return Err(PersistenceError::corruption(
+            &hint,
+            Some(1),
+            "empty or header-less session log",
+        ));
+    }
+    Ok((
+        parse_header_line(&buf[..n - 1], &hint, Some(path))?,
+        file_revision(&meta),
+    ))
+}
+
+impl JsonlBackend {
+    /// A backend over `config.root` (created lazily on first write).
+    pub fn new(config: JsonlConfig) -> Self {
+        Self {
+            config,
+            writers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &JsonlConfig {
+        &self.config
+    }
+
+    /// Finds the stored log of `id` under any project directory (ids are unique per root).
+    ///
+    /// # Errors
+    /// [`PersistenceError::FormatUnsupported`]-free; I/O errors reading the root;
+    /// [`PersistenceError::InvalidArgument`] for an empty id.
+    pub fn find_log(&self, id: &str) -> Result<Option<PathBuf>> {
+        if let Some(w) = lock_mutex(&self.writers).get(id) {
+            return Ok(Some(lock_mutex(w).path.clone()));
+        }
+        let segment = encode_segment(id)?;
+        let entries = match std::fs::read_dir(&self.config.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(PersistenceError::io("read-dir", &self.config.root, e)),
+        };
+        for entry in entries.flatten() {
+            let dir = entry.path().join(&segment);
+            let log = dir.join(LOG_FILE_NAME);
+            if log.is_file() {
+                return Ok(Some(log));
+            }
+            if dir.join(ZSTD_LOG_FILE_NAME).is_file() {
+                return Err(PersistenceError::Backend {
+                    backend: "jsonl",
+                    detail: format!(
+                        "{} is zstd-framed; this build reads and writes plain session.jsonl only",
+                        dir.join(ZSTD_LOG_FILE_NAME).display()
+                    ),
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    fn writer(&self, id: &str) -> Option<Arc<Mutex<Writer>>> {
+        lock_mutex(&self.writers).get(id).cloned()
+    }
+
+    /// Creates the writer for a session: takes the lock; an existing log is scanned for its
+    /// committed length and next seq (a torn tail is cut).
+    fn open_writer(&self, header: &SessionHeader) -> Result<Arc<Mutex<Writer>>> {
+        let path = log_path(&self.config.root, header.cwd.as_deref(), &header.id)?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let lock = SessionLock::acquire(&dir, &header.id)?;
+        let (file, committed_len, next_seq) = if path.is_file() {
+            let scan = scan_log(&path, &header.id, u64::MAX)?;
+            if scan.prefix.torn_marker.is_some() {
+                truncate_durable(&path, scan.committed_len)?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .map_err(|e| PersistenceError::io("open", &path, e))?;
+            (Some(file), scan.committed_len, scan.next_seq)
+        } else {
+            (None, 0, 0)
+        };
+        let w = Arc::new(Mutex::new(Writer {
+            _lock: lock,
+            path,
+            file,
+            committed_len,
+            next_seq,
+        }));
+        lock_mutex(&self.writers).insert(header.id.clone(), w.clone());
+        Ok(w)
+    }
+}
+
+impl StorageBackend for JsonlBackend {
+    fn name(&self) -> &'static str {
+        "jsonl"
+    }
+
+    fn locate(&self, header: &SessionHeader) -> Option<SessionLocation> {
+        log_path(&self.config.root, header.cwd.as_deref(), &header.id)
+            .ok()
+            .map(|path| SessionLocation {
+                kind: "jsonl",
+                path,
+            })
+    }
+
+    fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
+        let Some(path) = self.find_log(id)? else {
+            return Ok(None);
+        };
+        let scan = scan_log(&path, id, 0)?;
+        Ok(Some(scan.prefix))
+    }
+
+    fn append_batch(&self, header: &SessionHeader, events: &[Arc<SessionEvent>]) -> Result<()> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        let w = match self.writer(&header.id) {
+            Some(w) => w,
+            None => self.open_writer(header)?,
+        };
+        let mut w = lock_mutex(&w);
+        if first.seq != w.next_seq {
+            return Err(PersistenceError::SeqMismatch {
+                id: header.id.clone(),
+                expected: w.next_seq,
+                got: first.seq,
+            });
+        }
+        let mut bytes = Vec::with_capacity(events.len() * 256);
+        if w.file.is_none() {
+            bytes.extend_from_slice(header_to_line(header).as_bytes());
+            bytes.push(b'\n');
+            codec::encode_lines(events, self.config.pack_chunks, &mut bytes);
+            let path = w.path.clone();
+            let file = publish_new(&path, &bytes, &header.id)?;
+            w.file = Some(file);
+            w.committed_len = bytes.len() as u64;
+        } else {
+            codec::encode_lines(events, self.config.pack_chunks, &mut bytes);
+            let (committed, path) = (w.committed_len, w.path.clone());
+            let Some(file) = w.file.as_mut() else {
+                return Err(PersistenceError::Closed);
+            };
+            w.committed_len = append_durable(file, &path, committed, &bytes)?;
+        }
+        w.next_seq += events.len() as u64;
+        Ok(())
+    }
+
+    fn adopt(&self, prefix: &StoredPrefix, closers: &[Arc<SessionEvent>]) -> Result<()> {
+        let id = &prefix.header.id;
+        if let Some(w) = self.writer(id) {
+            // Already the writer in this process: the stored state is ours.
+            let mut w = lock_mutex(&w);
+            if let Some(off) = prefix.torn_marker {
+                truncate_durable(&w.path, off)?;
+                w.committed_len = off;
+            }
+            drop(w);
+            return self.append_batch(&prefix.header, closers);
+        }
+        let path = self
+            .find_log(id)?
+            .ok_or_else(|| PersistenceError::NotFound { id: id.clone() })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let lock = SessionLock::acquire(&dir, id)?;
+        let meta = std::fs::metadata(&path).map_err(|e| PersistenceError::io("stat", &path, e))?;
+        if file_revision(&meta) != prefix.revision {
+            return Err(PersistenceError::Conflict { id: id.clone() });
+        }
+        let committed_len = match prefix.torn_marker {
+            Some(off) => {
+                truncate_durable(&path, off)?;
+                off
+            }
+            None => meta.len(),
+        };
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| PersistenceError::io("open", &path, e))?;
+        let w = Arc::new(Mutex::new(Writer {
+            _lock: lock,
+            path,
+            file: Some(file),
+            committed_len,
+            next_seq: prefix.events.len() as u64,
+        }));
+        lock_mutex(&self.writers).insert(id.clone(), w);
+        self.append_batch(&prefix.header, closers)
+    }
+
+    fn list(&self) -> Result<Vec<SessionSnapshot>> {
+        let mut out = Vec::new();
+        let projects = match std::fs::read_dir(&self.config.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(PersistenceError::io("read-dir", &self.config.root, e)),
+        };
+        for project in projects.flatten() {
+            let Ok(sessions) = std::fs::read_dir(project.path()) else {
+                continue;
+            };
+            for session in sessions.flatten() {
+                let log = session.path().join(LOG_FILE_NAME);
+                match read_header(&log) {
+                    Ok((header, revision)) => out.push(SessionSnapshot { header, revision }),
+                    Err(PersistenceError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::warn!(path = %log.display(), error = %e, "skipping unreadable session log")
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.header.id.cmp(&b.header.id));
+        Ok(out)
+    }
+
+    fn release(&self, id: &str) {
+        lock_mutex(&self.writers).remove(id);
+    }
+}
