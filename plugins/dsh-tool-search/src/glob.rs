@@ -30,11 +30,14 @@ use crate::paths;
 pub const GLOB_MAX_RESULTS: usize = 100;
 
 /// Glob arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GlobRequest {
-    /// The glob (non-blank).
+    /// Glob pattern to match file paths against (e.g. "**/*.rs", "src/**/*.test.js"). A
+    /// pattern with no "/" matches the basename at any depth, so "*" and "*.rs" search the
+    /// whole tree; include a separator to anchor the depth.
     pub pattern: String,
-    /// Directory to search, workspace-relative (default: the workspace root).
+    /// Directory to search in. Defaults to the session workspace; a relative path resolves
+    /// against it and must stay inside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
 }
@@ -58,7 +61,7 @@ impl Default for GlobOptions {
 }
 
 /// The canonical glob value (JSON camelCase).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GlobOutput {
     /// The searched directory, workspace-relative (`.` for the root).

@@ -33,14 +33,16 @@ pub const GREP_MAX_MATCHES: usize = 250;
 pub const GREP_MAX_LINE_BYTES: usize = 2000;
 
 /// Validated grep arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrepRequest {
-    /// Regular expression (Rust regex / ripgrep syntax), non-empty.
+    /// Regular expression to search for (ripgrep syntax).
     pub pattern: String,
-    /// File or directory to search, workspace-relative (default: the workspace root).
+    /// File or directory to search. Defaults to the session workspace; a relative path
+    /// resolves against it and must stay inside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// One positive glob filter (e.g. `*.rs`, `*.{ts,tsx}`).
+    /// One glob filter for which files to search (e.g. "*.rs", "*.{ts,tsx}"). Not a list;
+    /// negation is not supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include: Option<String>,
 }
@@ -67,7 +69,9 @@ impl Default for GrepOptions {
 }
 
 /// One match (JSON camelCase).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct GrepMatch {
     /// Workspace-relative path with `/` separators.
@@ -79,7 +83,7 @@ pub struct GrepMatch {
 }
 
 /// The canonical grep value (JSON camelCase).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrepOutput {
     /// The first `max_matches` matches in (path, line) order.

@@ -10,7 +10,26 @@ mod error;
 pub mod glob;
 pub mod grep;
 pub mod paths;
+pub mod tools;
 
 pub use error::SearchError;
 pub use glob::{GlobOptions, GlobOutput, GlobRequest};
 pub use grep::{GrepMatch, GrepOptions, GrepOutput, GrepRequest};
+pub use tools::SearchConfig;
+
+/// Plugin entry: reads settings section `dsh-tool-search` ([`SearchConfig`]) and registers
+/// `grep` and `glob` (global) with the [`dsh_tools::ToolRegistry`].
+///
+/// # Errors
+/// A malformed settings section; no `ToolRegistry` (the `dsh-tools` plugin is not linked); a
+/// registration error.
+pub fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
+    let cfg: SearchConfig = ctx.settings_section("dsh-tool-search")?;
+    let registry = ctx.require::<dsh_tools::ToolRegistry>()?;
+    for reg in tools::register_tools(ctx, &registry, cfg)? {
+        reg.detach();
+    }
+    Ok(())
+}
+
+dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }

@@ -23,7 +23,7 @@ use crate::error::ShellError;
 pub const DEFAULT_MAX_JOBS_PER_OWNER: usize = 10;
 
 /// Lifecycle status of a job (JSON: lowercase).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
     /// Work in progress.
@@ -57,7 +57,7 @@ impl JobStatus {
 }
 
 /// Public state of one job (JSON camelCase; upstream `PublicJobSnapshot`). Times are Unix ms.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSnapshot {
     /// `<kind>-<n>`.

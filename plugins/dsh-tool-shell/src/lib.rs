@@ -15,6 +15,7 @@ mod error;
 pub mod jobs;
 pub mod proc;
 mod runner;
+pub mod tools;
 
 pub use background::{process_outcome, start_bash_job};
 pub use capture::{CollectedOutput, HeadTail, OutputRing};
@@ -30,16 +31,23 @@ use std::sync::Arc;
 use dsh_kernel::{BoxError, Context, Disposer};
 
 /// Plugin entry: reads settings section `dsh-tool-shell` ([`ShellConfig`]), provides
-/// `Arc<ShellExecutor>` and `Arc<JobService>`, and shuts the job service down (killing and
-/// awaiting every job) when the plugin scope is disposed.
+/// `Arc<ShellExecutor>` and `Arc<JobService>`, registers the tools `bash`, `job_output`,
+/// `job_kill`, `job_list` with the [`dsh_tools::ToolRegistry`] (global), and shuts the job
+/// service down (killing and awaiting every job) when the plugin scope is disposed.
 ///
 /// # Errors
-/// A malformed settings section (kernel settings error).
+/// A malformed settings section (kernel settings error); no `ToolRegistry` service (the
+/// `dsh-tools` plugin is not linked); a tool registration error.
 pub fn apply(ctx: &Context) -> Result<(), BoxError> {
     let config: ShellConfig = ctx.settings_section("dsh-tool-shell")?;
-    ctx.provide(Arc::new(ShellExecutor::new(config)))?.detach();
+    let registry = ctx.require::<dsh_tools::ToolRegistry>()?;
+    let executor = Arc::new(ShellExecutor::new(config));
+    ctx.provide(executor.clone())?.detach();
     let jobs = Arc::new(JobService::default());
     ctx.provide(jobs.clone())?.detach();
+    for reg in tools::register_tools(ctx, &registry, executor, jobs.clone())? {
+        reg.detach();
+    }
     ctx.effect(
         "dsh-tool-shell:jobs",
         vec![Disposer::future(move || async move {
@@ -51,4 +59,4 @@ pub fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { apply = apply }
+dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }

@@ -1,0 +1,384 @@
+//! The model-facing tools: `bash` (exclusive), `job_output`, `job_kill` and `job_list`, built
+//! with the typed DSL of `dsh-tools` over [`ShellExecutor`] and [`JobService`].
+//!
+//! Spec: `../shared/spec/tools.md`; upstream `packages/shell/tool-bash` (parameters `command`,
+//! `description`, `timeoutMs?`, `workdir?`, `run_in_background?`; output union
+//! `{kind: background, jobId}` | `{kind: foreground, …ShellRunResult}`; background
+//! acknowledgement `started background job <id>`; aborted runs fail with `ABORTED`) and
+//! `packages/jobs/tool-jobs` (`job_output {job_id, wait?, timeout_ms?}` → `{text, job}` rendered
+//! as the text, or `(no new output)`, then `[status: …]`; `job_kill {job_id, reason?}` →
+//! `{outcome: cancellation-requested | already-finished, job}`; wait default 30 s, cap 10 min).
+//!
+//! Differences from upstream, on purpose: `exitCode`/`signal` are omitted from the value instead
+//! of `null` (the enforced schema subset has no nullable types), and the foreground value adds
+//! `leftoverPids` and per-stream totals (see [`CollectedOutput`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_kernel::{Context, Registration};
+use dsh_llm::ContentBlock;
+use dsh_tools::{ToolFailure, ToolRegistry, ToolRunContext, ToolsError, define_tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::background::start_bash_job;
+use crate::capture::CollectedOutput;
+use crate::error::ShellError;
+use crate::jobs::{JobService, JobSnapshot, status_line};
+use crate::runner::{ShellExecRequest, ShellExecutor, ShellRunResult, render_result};
+
+/// `job_output` wait applied when `wait` is set without `timeout_ms` (ms).
+pub const JOB_WAIT_DEFAULT_MS: u64 = 30_000;
+/// Hard cap on one `job_output` wait (ms).
+pub const JOB_WAIT_MAX_MS: u64 = 600_000;
+
+/// Arguments of `bash`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct BashArgs {
+    /// The bash command to execute (run as `bash -c`).
+    pub command: String,
+    /// A clear, concise description of what the command does, in active voice, 5-10 words
+    /// (shown in the UI), e.g. "List files in current directory".
+    pub description: String,
+    /// Timeout in milliseconds. The executor applies its default (120000) and cap (600000) and
+    /// kills the whole process group on expiry.
+    #[serde(rename = "timeoutMs", default)]
+    pub timeout_ms: Option<f64>,
+    /// Working directory for this command. Defaults to the session workspace; a relative path
+    /// is resolved against it.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Run in the background and return a job id immediately (read output with job_output,
+    /// stop with job_kill). No timeout applies.
+    #[serde(default)]
+    pub run_in_background: Option<bool>,
+}
+
+/// The canonical value of `bash` (JSON; discriminated by `kind`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum BashOutput {
+    /// A started background job.
+    Background {
+        /// The job id (`bash-<n>`).
+        #[serde(rename = "jobId")]
+        job_id: String,
+    },
+    /// A finished foreground run.
+    Foreground {
+        /// Exit code; absent when the shell died from a signal.
+        #[serde(rename = "exitCode", default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// Terminating signal name; absent on a normal exit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+        /// The executor's timeout stopped the command.
+        #[serde(rename = "timedOut")]
+        timed_out: bool,
+        /// Always false in a value (an aborted run is an `ABORTED` failure instead).
+        aborted: bool,
+        /// The effective timeout (ms).
+        #[serde(rename = "timeoutMs")]
+        timeout_ms: u64,
+        /// Captured stdout.
+        stdout: CollectedOutput,
+        /// Captured stderr.
+        stderr: CollectedOutput,
+        /// Escaped pids still holding the output pipes when reading stopped (not killed).
+        #[serde(rename = "leftoverPids")]
+        leftover_pids: Vec<u32>,
+    },
+}
+
+impl BashOutput {
+    fn foreground(r: ShellRunResult) -> Self {
+        Self::Foreground {
+            exit_code: r.exit_code,
+            signal: r.signal,
+            timed_out: r.timed_out,
+            aborted: r.aborted,
+            timeout_ms: r.timeout_ms,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            leftover_pids: r.leftover_pids,
+        }
+    }
+
+    /// The model-facing text: `started background job <id>`, or [`render_result`].
+    pub fn render(&self) -> String {
+        match self {
+            Self::Background { job_id } => format!("started background job {job_id}"),
+            Self::Foreground {
+                exit_code,
+                signal,
+                timed_out,
+                aborted,
+                timeout_ms,
+                stdout,
+                stderr,
+                leftover_pids,
+            } => render_result(&ShellRunResult {
+                exit_code: *exit_code,
+                signal: signal.clone(),
+                timed_out: *timed_out,
+                aborted: *aborted,
+                timeout_ms: *timeout_ms,
+                stdout: stdout.clone(),
+                stderr: stderr.clone(),
+                leftover_pids: leftover_pids.clone(),
+            }),
+        }
+    }
+}
+
+/// Arguments of `job_output`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobOutputArgs {
+    /// Job id returned by the tool that started the background work.
+    pub job_id: String,
+    /// Block until the job finishes or the timeout expires; a timed-out wait returns
+    /// `[status: running]` and leaves the job alive.
+    #[serde(default)]
+    pub wait: Option<bool>,
+    /// Max wait in milliseconds (only with wait: true). Default 30000, capped at 600000.
+    #[serde(default)]
+    pub timeout_ms: Option<f64>,
+}
+
+/// Value of `job_output`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobOutputValue {
+    /// Output since the previous read.
+    pub text: String,
+    /// The job's state.
+    pub job: JobSnapshot,
+}
+
+/// Arguments of `job_kill`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobKillArgs {
+    /// Job id returned by the tool that started the background work.
+    pub job_id: String,
+    /// Optional short reason, forwarded to the job.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Outcome of `job_kill`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillOutcome {
+    /// The job was running; cancellation was requested.
+    CancellationRequested,
+    /// The job had already finished.
+    AlreadyFinished,
+}
+
+/// Value of `job_kill`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobKillValue {
+    /// What happened.
+    pub outcome: KillOutcome,
+    /// The job's state after the request.
+    pub job: JobSnapshot,
+}
+
+/// Arguments of `job_list` (none).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct JobListArgs {}
+
+fn fail(e: &ShellError) -> ToolFailure {
+    ToolFailure::typed(e.to_string(), "ShellError", e.code())
+}
+
+/// The base directory of a call: the caller's session `cwd` when known, else the executor's
+/// configured cwd (or the process cwd).
+fn session_cwd(cx: &ToolRunContext) -> Option<PathBuf> {
+    let caller = cx.exec.caller.as_ref()?;
+    caller.session.header().cwd.as_ref().map(PathBuf::from)
+}
+
+fn resolve_workdir(base: Option<&Path>, workdir: Option<&str>) -> Option<PathBuf> {
+    match (base, workdir) {
+        (_, Some(w)) if Path::new(w).is_absolute() => Some(PathBuf::from(w)),
+        (Some(b), Some(w)) => Some(b.join(w)),
+        (None, Some(w)) => Some(PathBuf::from(w)),
+        (Some(b), None) => Some(b.to_path_buf()),
+        (None, None) => None,
+    }
+}
+
+const BASH_DESCRIPTION: &str = "Execute a bash command (`bash -c`) and return its stdout/stderr. \
+Each call runs in a fresh shell in its own process group: no state (cwd, variables, functions) \
+persists between calls — pass `workdir` instead of using `cd`. Stdin is closed, so interactive \
+prompts fail immediately. Processes the command leaves running are terminated when it ends. \
+Non-zero exits are reported as `[exit code: N]`. Long output keeps its head and tail with a \
+marker giving the omitted amount. Set `run_in_background: true` for long-running commands: the \
+call returns a job id immediately; read its output with `job_output` and stop it with `job_kill`.";
+
+/// Registers `bash`, `job_output`, `job_kill` and `job_list` through `ctx` (global when `ctx`
+/// is untagged). Returns the registrations (bound to `ctx`).
+///
+/// # Errors
+/// [`ToolsError`] from building or registering a tool (schema outside the subset, duplicate).
+pub fn register_tools(
+    ctx: &Context,
+    registry: &ToolRegistry,
+    executor: Arc<ShellExecutor>,
+    jobs: Arc<JobService>,
+) -> Result<Vec<Registration>, ToolsError> {
+    let background_enabled = executor.config().enable_run_in_background;
+    let (ex, js) = (executor.clone(), jobs.clone());
+    let bash = define_tool::<BashArgs, BashOutput>("bash", BASH_DESCRIPTION)
+        .render(|_, out| vec![ContentBlock::text(out.render())])
+        .execute(move |args: BashArgs, cx: ToolRunContext| {
+            let (ex, js) = (ex.clone(), js.clone());
+            async move {
+                if args.command.trim().is_empty() {
+                    return Err(ToolFailure::message("invalid command: expected a non-empty string"));
+                }
+                if args.description.trim().is_empty() {
+                    return Err(ToolFailure::message("invalid description: expected a non-empty string"));
+                }
+                let base = session_cwd(&cx);
+                let workdir = resolve_workdir(base.as_deref(), args.workdir.as_deref());
+                let req = ShellExecRequest {
+                    command: args.command,
+                    workdir,
+                    timeout_ms: args.timeout_ms,
+                    ..ShellExecRequest::default()
+                };
+                let spec = ex.resolve(req).map_err(|e| fail(&e))?;
+                if args.run_in_background == Some(true) {
+                    if !background_enabled {
+                        return Err(ToolFailure::message(
+                            "run_in_background is disabled for this deployment (enableRunInBackground: false)",
+                        ));
+                    }
+                    if cx.signal.is_cancelled() {
+                        return Err(ToolsError::Aborted.into());
+                    }
+                    let owner = cx.exec.caller.as_ref().map(|c| c.ctx.clone());
+                    let id = start_bash_job(&ex, &js, &spec, owner).map_err(|e| fail(&e))?;
+                    return Ok(BashOutput::Background { job_id: id });
+                }
+                let result = ex.run(&spec, cx.signal.clone()).await.map_err(|e| fail(&e))?;
+                if result.aborted {
+                    return Err(ToolsError::Aborted.into());
+                }
+                Ok(BashOutput::foreground(result))
+            }
+        })?;
+
+    let js = jobs.clone();
+    let job_output = define_tool::<JobOutputArgs, JobOutputValue>(
+        "job_output",
+        "Read a background job. Returns only output produced since the previous read; every \
+         response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which \
+         waits up to the timeout.",
+    )
+    .render(|_, v| {
+        let body = if v.text.is_empty() { "(no new output)" } else { v.text.as_str() };
+        let sep = if body.ends_with('\n') { "" } else { "\n" };
+        vec![ContentBlock::text(format!("{body}{sep}{}", status_line(&v.job)))]
+    })
+    .execute(move |args: JobOutputArgs, cx: ToolRunContext| {
+        let js = js.clone();
+        async move {
+            if args.job_id.is_empty() {
+                return Err(ToolFailure::message("invalid job_id: expected a non-empty string, got \"\""));
+            }
+            let key = cx.exec.key().cloned();
+            if args.wait == Some(true) {
+                let ms = match args.timeout_ms {
+                    None => JOB_WAIT_DEFAULT_MS,
+                    Some(t) if t.is_finite() && t > 0.0 => (t.ceil() as u64).min(JOB_WAIT_MAX_MS),
+                    Some(t) => {
+                        return Err(ToolFailure::message(format!(
+                            "invalid wait timeout: expected a positive number of milliseconds, got {t}"
+                        )));
+                    }
+                };
+                match js.wait(&args.job_id, Duration::from_millis(ms), key.as_ref(), &cx.signal).await {
+                    Ok(_) => {}
+                    Err(ShellError::WaitAborted) => return Err(ToolsError::Aborted.into()),
+                    Err(e) => return Err(fail(&e)),
+                }
+            }
+            let (text, job) = js.read(&args.job_id, key.as_ref()).map_err(|e| fail(&e))?;
+            Ok(JobOutputValue { text, job })
+        }
+    })?;
+
+    let js = jobs.clone();
+    let job_kill = define_tool::<JobKillArgs, JobKillValue>(
+        "job_kill",
+        "Request cancellation of a running background job by job id. Returns immediately; the \
+         job settles as killed once its work actually stops.",
+    )
+    .render(|_, v| {
+        vec![ContentBlock::text(match v.outcome {
+            KillOutcome::AlreadyFinished => {
+                format!(
+                    "job {} had already finished {}",
+                    v.job.id,
+                    status_line(&v.job)
+                )
+            }
+            KillOutcome::CancellationRequested => {
+                format!("requested cancellation of job {}", v.job.id)
+            }
+        })]
+    })
+    .execute(move |args: JobKillArgs, cx: ToolRunContext| {
+        let js = js.clone();
+        async move {
+            if args.job_id.is_empty() {
+                return Err(ToolFailure::message(
+                    "invalid job_id: expected a non-empty string, got \"\"",
+                ));
+            }
+            let key = cx.exec.key().cloned();
+            let requested = js
+                .kill(&args.job_id, key.as_ref(), args.reason.as_deref())
+                .map_err(|e| fail(&e))?;
+            let job = js.get(&args.job_id, key.as_ref()).map_err(|e| fail(&e))?;
+            let outcome = if requested {
+                KillOutcome::CancellationRequested
+            } else {
+                KillOutcome::AlreadyFinished
+            };
+            Ok(JobKillValue { outcome, job })
+        }
+    })?;
+
+    let js = jobs;
+    let job_list = define_tool::<JobListArgs, Vec<JobSnapshot>>(
+        "job_list",
+        "List your background jobs (running and finished) with their ids, kinds, and statuses.",
+    )
+    .render(|_, jobs| {
+        let text = if jobs.is_empty() {
+            "(no background jobs)".to_string()
+        } else {
+            jobs.iter()
+                .map(|j| format!("{} [{}] {} — {}", j.id, j.kind, j.status.as_str(), j.label))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        vec![ContentBlock::text(text)]
+    })
+    .always_concurrency_safe()
+    .execute(move |_: JobListArgs, cx: ToolRunContext| {
+        let js = js.clone();
+        async move { Ok(js.list(cx.exec.key())) }
+    })?;
+
+    let mut regs = Vec::new();
+    for def in [bash, job_output, job_kill, job_list] {
+        regs.push(registry.register(ctx, def)?);
+    }
+    Ok(regs)
+}
