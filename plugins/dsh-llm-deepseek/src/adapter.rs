@@ -177,8 +177,17 @@ struct Run {
     phase: Phase,
 }
 
-/// Sends the request and returns the SSE stream, or the terminal chunk to yield instead.
-async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Streaming, FinishReason> {
+/// What a started call turned into.
+enum Started {
+    /// An SSE body to read.
+    Stream(Streaming),
+    /// A non-streaming body, already translated.
+    Complete(Vec<StreamChunk>),
+}
+
+/// Sends the request and returns the SSE stream (or the translated non-streaming body), or the
+/// terminal chunk to yield instead.
+async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, FinishReason> {
     let Some(route) = inner
         .routes
         .iter()
@@ -266,6 +275,32 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Streaming, Fi
         tracing::debug!(route = %route.id, status, code = %failure.code, "chat completion failed");
         return Err(FinishReason::Error { failure });
     }
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if is_json {
+        // a server that ignored `stream:true`: one complete chat.completion body
+        let text = tokio::select! {
+            biased;
+            () = signal.cancelled() => return Err(FinishReason::Aborted { failure: aborted() }),
+            t = tokio::time::timeout(idle, resp.text()) => match t {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => return Err(FinishReason::Error {
+                    failure: transport_failure(&route.id, "the response body failed", &e),
+                }),
+                Err(_) => return Err(FinishReason::Error { failure: LlmFailure::new(
+                    codes::TIMEOUT,
+                    format!("{}: no data from the provider for {} ms", route.id, idle.as_millis()),
+                )}),
+            },
+        };
+        let mut tr = StreamTranslator::new();
+        let mut out = Vec::new();
+        tr.push_completion(&text, &mut out);
+        return Ok(Started::Complete(out));
+    }
     let activity = Arc::new(AtomicU64::new(0));
     let counter = activity.clone();
     let bytes = resp.bytes_stream().map(move |r| {
@@ -273,7 +308,7 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Streaming, Fi
         r
     });
     let events: SseEvents = Box::pin(sse_stream::SseStream::from_bytes_stream(bytes));
-    Ok(Streaming {
+    Ok(Started::Stream(Streaming {
         events,
         activity,
         tr: StreamTranslator::new(),
@@ -281,7 +316,7 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Streaming, Fi
         idle,
         route: route.id.clone(),
         request_id,
-    })
+    }))
 }
 
 /// Waits for the next SSE event under the idle watchdog (any received bytes, including
@@ -313,7 +348,10 @@ impl Run {
                 Phase::Start(b) => {
                     let (inner, opts) = *b;
                     match start(inner, opts).await {
-                        Ok(s) => self.phase = Phase::Streaming(Box::new(s)),
+                        Ok(Started::Stream(s)) => self.phase = Phase::Streaming(Box::new(s)),
+                        Ok(Started::Complete(chunks)) => {
+                            self.queue.extend(chunks.into_iter().map(Ok))
+                        }
                         Err(reason) => self.queue.push_back(terminal(reason)),
                     }
                 }

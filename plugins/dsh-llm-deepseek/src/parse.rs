@@ -210,6 +210,15 @@ pub enum Progress {
 /// `block-start` / deltas as they arrive (block indices in first-seen order; no empty deltas),
 /// then at the end every `block-end` (index order), `usage` (if any arrived), and exactly one
 /// `finish`; nothing after it.
+///
+/// Finish mapping (wire `finish_reason`, `stop` when `[DONE]` came without one): `stop` /
+/// `tool_calls` with tool calls ⇒ `tool-calls`; `stop` / `tool_calls` with neither non-blank
+/// text nor tool calls (e.g. reasoning only, fixture 14) ⇒ `error` `EMPTY_RESPONSE`; otherwise
+/// `stop`; `length` ⇒ `max-tokens`; anything else (`content_filter`,
+/// `insufficient_system_resource`, …) ⇒ `error` with the uppercased value as code. Failures
+/// (stream `error` object, malformed JSON, EOF without a terminal signal, timeouts, transport)
+/// emit no `block-end`s — partial blocks stay open, so consumers see them only as interrupted —
+/// but still emit the usage seen so far before the `finish`.
 #[derive(Debug, Default)]
 pub struct StreamTranslator {
     slots: Vec<Slot>,
@@ -311,6 +320,37 @@ impl StreamTranslator {
             }
         }
         Progress::More
+    }
+
+    /// Handles a complete non-streaming `chat.completion` body (a server that ignored
+    /// `stream:true`; leading blank lines are fine): each `choices[].message` is treated as
+    /// one delta (tool calls are routed by id, so a missing or repeated `index` is harmless),
+    /// then the stream ends as after `[DONE]`. A body that is not a JSON object ⇒ terminal
+    /// `finish{error}` `TRANSPORT`; an `error` object ⇒ as in [`StreamTranslator::push_data`].
+    pub fn push_completion(&mut self, body: &str, out: &mut Vec<StreamChunk>) {
+        let mut v: Value = match serde_json::from_str(body.trim_start()) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) | Err(_) => {
+                let failure = LlmFailure::new(
+                    codes::TRANSPORT,
+                    "the provider's non-streaming body is not a JSON object",
+                );
+                self.finish_with(failure, false, out);
+                return;
+            }
+        };
+        if let Some(choices) = v.get_mut("choices").and_then(Value::as_array_mut) {
+            for c in choices.iter_mut() {
+                if let Some(obj) = c.as_object_mut()
+                    && let Some(m) = obj.remove("message")
+                {
+                    obj.insert("delta".into(), m);
+                }
+            }
+        }
+        if self.push_data(&v.to_string(), out) == Progress::More {
+            self.finish_done(out);
+        }
     }
 
     fn reasoning(&mut self, text: &str, out: &mut Vec<StreamChunk>) {

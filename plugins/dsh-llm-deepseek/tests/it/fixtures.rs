@@ -2,10 +2,11 @@
 //! HTTP adapter), compared with `expected.json` and the README's "Client must" line; plus the
 //! `.json` fixtures (HTTP error table, request shapes, model list).
 //!
+//! Non-streaming bodies (fixtures 9, 10, 18) are served as `application/json` answers to a
+//! streaming request (a server that ignored `stream:true`).
+//!
 //! Skipped: `ds_anthropic_stream_thinking_tool_use.sse` / `ds_anthropic_error_400_*.json`
-//! (no Anthropic-format adapter exists yet), and the non-streaming bodies
-//! (`ds_v4_nonstream_thinking_tool_call.json`, `ds_nonstream_keepalive_prefix.json`,
-//! `ds_v4_json_mode_empty_content.json`): this adapter always streams.
+//! (no Anthropic-format adapter exists yet).
 
 use dsh_llm::{FinishReason, Message, StreamChunk, codes};
 use dsh_llm_deepseek::{DeepSeekSettings, parse_model_list};
@@ -425,4 +426,56 @@ async fn ds_models_list() {
     // a body with entries lacking ids is a typed failure, not a panic
     let e = parse_model_list(&route, r#"{"data":[{"object":"model"}]}"#).unwrap_err();
     assert_eq!(e.code, codes::TRANSPORT);
+}
+
+/// Non-streaming bodies (a server that ignored `stream:true`): fixtures 9 and 10.
+#[tokio::test]
+async fn nonstream_bodies_are_parsed_whole() {
+    let server = ReplayServer::with_responses(vec![
+        ScriptResponse::status(
+            200,
+            Value::String(wire("ds_v4_nonstream_thinking_tool_call.json")),
+        ),
+        ScriptResponse::status(
+            200,
+            Value::String(wire("ds_nonstream_keepalive_prefix.json")),
+        ),
+        ScriptResponse::status(
+            200,
+            wire_json("ds_v4_json_mode_empty_content.json")["response"].clone(),
+        ),
+    ])
+    .await
+    .unwrap();
+    let a = adapter(&server.base_url());
+    let call = || opts("deepseek-v4-pro", None, vec![Message::user_text("x")]);
+    let got = assemble(&collect(&a, call()).await);
+    assert_eq!(got.finish, Some(FinishReason::ToolCalls));
+    assert!(
+        got.reasoning
+            .as_deref()
+            .unwrap()
+            .starts_with("The user asks for the weather")
+    );
+    assert_eq!(
+        got.calls,
+        vec![(
+            "call_00_bkAckVSyfjgUFe0W6hJWxMdm".to_owned(),
+            "get_weather".to_owned(),
+            "{\"location\": \"Hangzhou\", \"date\": \"2026-08-01\"}".to_owned()
+        )]
+    );
+    assert_eq!(got.text, None);
+    let u = got.usage.unwrap();
+    assert_eq!(
+        (u.input_tokens, u.cache_read_tokens, u.reasoning_tokens),
+        (18, Some(384), Some(38))
+    );
+    // leading blank lines: the whole body is parsed
+    let got = assemble(&collect(&a, call()).await);
+    assert_eq!(got.text.as_deref(), Some("pong"));
+    assert_eq!(got.finish, Some(FinishReason::Stop));
+    // JSON mode's empty content: flagged, never a successful empty reply
+    let got = assemble(&collect(&a, call()).await);
+    assert_eq!(got.code(), Some(codes::EMPTY_RESPONSE));
 }
