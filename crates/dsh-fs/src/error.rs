@@ -53,6 +53,9 @@ pub enum FsError {
     /// `FS_EDIT_NOT_FOUND`: `old_string` does not occur in the file.
     #[error("{0}")]
     EditNotFound(String),
+    /// `FS_ABORTED`: the caller cancelled the operation (checked between read chunks).
+    #[error("{0}")]
+    Aborted(String),
     /// `FS_INVALID_ARGS`: a request the service cannot act on (empty path, empty `old_string`,
     /// `old_string == new_string`, offset or limit 0). Not an upstream code: upstream throws an
     /// untyped error there.
@@ -76,6 +79,7 @@ impl FsError {
             Self::NotObserved(_) => "FS_NOT_OBSERVED",
             Self::AmbiguousEdit(_) => "FS_AMBIGUOUS_EDIT",
             Self::EditNotFound(_) => "FS_EDIT_NOT_FOUND",
+            Self::Aborted(_) => "FS_ABORTED",
             Self::InvalidArgs(_) => "FS_INVALID_ARGS",
         }
     }

@@ -9,7 +9,7 @@ use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use dsh_kernel::{Context, Disposer, Registration};
+use dsh_kernel::{CancellationToken, Context, Disposer, Registration};
 use sha2::{Digest, Sha256};
 
 use crate::error::{FsError, Result};
@@ -364,6 +364,20 @@ impl FsService {
     /// UTF-8 anywhere; the message names type and size only), [`FsError::InvalidArgs`]
     /// (`offset` or `limit` 0), other OS errors.
     pub fn read_text(&self, target: &FsTarget, caps: WindowCaps) -> Result<ReadOutcome> {
+        self.read_text_with(target, caps, &CancellationToken::new())
+    }
+
+    /// [`FsService::read_text`] that stops with [`FsError::Aborted`] (`read aborted`) when
+    /// `cancel` fires (checked before each 64 KiB chunk).
+    ///
+    /// # Errors
+    /// As [`FsService::read_text`], plus [`FsError::Aborted`].
+    pub fn read_text_with(
+        &self,
+        target: &FsTarget,
+        caps: WindowCaps,
+        cancel: &CancellationToken,
+    ) -> Result<ReadOutcome> {
         let d = &target.display_path;
         if caps.offset == 0 || caps.limit == 0 {
             return Err(FsError::InvalidArgs(
@@ -395,6 +409,9 @@ impl FsService {
         let mut chunk = sample;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
+            if cancel.is_cancelled() {
+                return Err(FsError::Aborted("read aborted".to_owned()));
+            }
             if chunk.is_empty() {
                 let n = file
                     .read(&mut buf)

@@ -804,3 +804,15 @@ fn unified_diff_meta_format() {
         "--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
     );
 }
+
+#[test]
+fn cancelled_read_is_aborted() {
+    let w = ws();
+    w.put("a.txt", b"a\n");
+    let t = w.target("a.txt", Access::Read);
+    let token = dsh_kernel::CancellationToken::new();
+    token.cancel();
+    let err = w.fs.read_text_with(&t, caps(), &token).unwrap_err();
+    assert_eq!(err.code(), "FS_ABORTED");
+    assert_eq!(err.to_string(), "read aborted");
+}

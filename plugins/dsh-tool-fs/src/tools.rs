@@ -220,6 +220,10 @@ pub(crate) fn install(ctx: &Context, cfg: FsToolsConfig) -> Result<(), BoxError>
             o
         }
     };
+    // a disposed session's observations are dropped (bounded memory over many sessions)
+    let forget = obs.clone();
+    ctx.on_emit::<dsh_session::SessionDisposed>(move |n| forget.forget_owner(n.session.id()))?
+        .detach();
     let shared = Arc::new(Shared { cfg, fs, obs });
     let registry = ctx.require::<ToolRegistry>()?;
     registry.register(ctx, read_tool(shared.clone())?)?.detach();
@@ -288,6 +292,7 @@ fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
                 ));
             }
             let (owner, ws) = sh.who(&cx)?;
+            let signal = cx.signal.clone();
             blocking(move || {
                 let t = sh
                     .fs
@@ -299,7 +304,7 @@ fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
                     max_line_chars: sh.cfg.read_max_line_length,
                     max_bytes: sh.cfg.read_max_bytes,
                 };
-                match sh.fs.read_text(&t, caps) {
+                match sh.fs.read_text_with(&t, caps, &signal) {
                     Ok(out) => {
                         sh.obs
                             .record(&owner, &t, Observation::Present(out.observed.clone()));

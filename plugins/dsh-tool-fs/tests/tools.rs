@@ -351,3 +351,23 @@ async fn read_limit_above_cap_is_invalid_args() {
         "Error: invalid arguments for tool \"read\": limit must be less than or equal to 2000"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disposed_session_forgets_its_observations() {
+    let h = h().await;
+    fs::write(h.p("a.txt"), "a\n").unwrap();
+    h.call("read", json!({"file_path": "a.txt"})).await;
+    let obs = h.kernel.root().require::<dsh_fs::Observations>().unwrap();
+    let fs_svc = h.kernel.root().require::<dsh_fs::FsService>().unwrap();
+    let t = fs_svc
+        .resolve("a.txt", &h.root, dsh_fs::Access::Read)
+        .unwrap();
+    assert!(obs.get("s-1", &t).is_some());
+    h.kernel
+        .root()
+        .emit::<dsh_session::SessionDisposed>(&dsh_session::SessionNotice {
+            session: h.caller.session.clone(),
+            owner: None,
+        });
+    assert_eq!(obs.get("s-1", &t), None);
+}
