@@ -61,6 +61,13 @@ pub enum LlmError {
         /// The rejected effort id.
         effort: String,
     },
+    /// A prepared call was dispatched twice, or with a config other than the prepared one.
+    /// Code `INVALID_PREPARED_CALL`.
+    #[error("invalid prepared call: {reason}")]
+    InvalidPreparedCall {
+        /// What was wrong.
+        reason: &'static str,
+    },
     /// The assembler was asked to assemble a block of a type it cannot build from deltas that no
     /// `block-end` closed. Code `INCOMPLETE_BLOCK`.
     #[error("cannot assemble incomplete block of type \"{block_type}\" at index {index}")]
@@ -90,6 +97,7 @@ impl LlmError {
             Self::UnknownModel { .. } => codes::UNKNOWN_MODEL,
             Self::UnsupportedReasoningEffort { .. } => codes::UNSUPPORTED_REASONING_EFFORT,
             Self::IncompleteBlock { .. } => codes::INCOMPLETE_BLOCK,
+            Self::InvalidPreparedCall { .. } => codes::INVALID_PREPARED_CALL,
             Self::Kernel(e) => e.code(),
             Self::Provider(f) => &f.code,
         }

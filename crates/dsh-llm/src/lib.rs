@@ -34,8 +34,8 @@ pub use request::{
 };
 
 pub use service::{
-    AdapterHandle, AdapterRoutes, AdaptersUpdated, LlmService, LlmStream, ResolvedCallConfig,
-    failure_finish,
+    AdapterHandle, AdapterRoutes, AdaptersUpdated, LlmService, LlmStream, PreparedCall,
+    ResolvedCallConfig, failure_finish,
 };
 
 #[cfg(test)]

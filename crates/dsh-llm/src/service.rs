@@ -448,19 +448,26 @@ impl LlmService {
     /// as is (the assembler then reports `stop`). `Err` items produced by `llm/stream` listeners
     /// are passed through unchanged.
     pub fn stream_scoped(&self, key: Option<&ScopeKey>, opts: GenerateOptions) -> ChunkStream {
-        let inner = self.inner.clone();
-        let key = key.cloned();
-        let fut = async move {
-            let terminal_inner = inner.clone();
-            inner
-                .ctx
-                .dispatch_to(key.as_ref())
-                .waterfall::<LlmStream, _, _>(opts, move |o| async move {
-                    adapter_stream(&terminal_inner, o)
-                })
-                .await
-        };
-        stream::once(fut).flatten().boxed()
+        dispatch(&self.inner, key, opts, None)
+    }
+
+    /// Resolves `config` as [`LlmService::resolve_call_config`] and binds the adapter serving
+    /// `config.provider` now, for a later one-shot [`PreparedCall::stream`].
+    ///
+    /// # Errors
+    /// As [`LlmService::resolve_call_config`].
+    pub fn prepare_call(&self, config: &LlmCallConfig) -> Result<PreparedCall, LlmError> {
+        let adapter = self.require_adapter(&config.provider)?;
+        let resolved = resolve_with(
+            config,
+            adapter.resolve_model(&config.provider, &config.model),
+        )?;
+        Ok(PreparedCall {
+            inner: self.inner.clone(),
+            adapter,
+            resolved,
+            dispatched: AtomicBool::new(false),
+        })
     }
 }
 
@@ -547,28 +554,53 @@ fn strip_foreign_replay(
     opts
 }
 
-/// The terminal of `llm/stream`: adapter selection, defaults, dispatch and normalisation.
-fn adapter_stream(inner: &Arc<Inner>, opts: GenerateOptions) -> ChunkStream {
+/// The call-config fields of `opts`.
+fn config_of(opts: &GenerateOptions) -> LlmCallConfig {
+    LlmCallConfig {
+        provider: opts.provider.clone(),
+        model: opts.model.clone(),
+        reasoning_effort: opts.reasoning_effort.clone(),
+        temperature: opts.temperature,
+        max_tokens: opts.max_tokens,
+        stop: opts.stop.clone(),
+    }
+}
+
+/// An adapter bound by [`LlmService::prepare_call`] together with its resolved config.
+type Bound = (Arc<dyn LlmAdapter>, LlmCallConfig);
+
+/// The terminal of `llm/stream`: adapter selection (or the prepared binding), defaults,
+/// dispatch and normalisation.
+fn adapter_stream(inner: &Arc<Inner>, opts: GenerateOptions, bound: Option<Bound>) -> ChunkStream {
     let signal = opts.signal.clone();
-    let Some(adapter) = inner.adapter(&opts.provider) else {
-        let e = LlmError::NoAdapter {
-            provider: opts.provider.clone(),
-        };
-        return failure_stream(e.to_failure(), signal.is_cancelled());
+    let (adapter, prepared_config) = match bound {
+        Some((a, c)) => (a, Some(c)),
+        None => match inner.adapter(&opts.provider) {
+            Some(a) => (a, None),
+            None => {
+                let e = LlmError::NoAdapter {
+                    provider: opts.provider.clone(),
+                };
+                return failure_stream(e.to_failure(), signal.is_cancelled());
+            }
+        },
     };
     let prepared = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let config = LlmCallConfig {
-            provider: opts.provider.clone(),
-            model: opts.model.clone(),
-            reasoning_effort: opts.reasoning_effort.clone(),
-            temperature: opts.temperature,
-            max_tokens: opts.max_tokens,
-            stop: opts.stop.clone(),
+        let config = config_of(&opts);
+        let resolved = match prepared_config {
+            Some(c) if c == config => c,
+            Some(_) => {
+                return Err(LlmError::InvalidPreparedCall {
+                    reason: "prepared LLM call config changed before adapter dispatch",
+                });
+            }
+            None => {
+                resolve_with(&config, adapter.resolve_model(&opts.provider, &opts.model))?.config
+            }
         };
-        let resolved = resolve_with(&config, adapter.resolve_model(&opts.provider, &opts.model))?;
         let mut opts = strip_foreign_replay(inner, opts, &adapter);
-        opts.max_tokens = resolved.config.max_tokens;
-        opts.reasoning_effort = resolved.config.reasoning_effort;
+        opts.max_tokens = resolved.max_tokens;
+        opts.reasoning_effort = resolved.reasoning_effort;
         Ok::<_, LlmError>(adapter.stream(opts))
     }));
     let stream = match prepared {
@@ -577,6 +609,100 @@ fn adapter_stream(inner: &Arc<Inner>, opts: GenerateOptions) -> ChunkStream {
         Err(p) => return failure_stream(panic_failure(p.as_ref()), signal.is_cancelled()),
     };
     guard(stream, signal)
+}
+
+/// Dispatches `llm/stream` with carrier `key`; the terminal uses `bound` when given.
+fn dispatch(
+    inner: &Arc<Inner>,
+    key: Option<&ScopeKey>,
+    opts: GenerateOptions,
+    bound: Option<Bound>,
+) -> ChunkStream {
+    let inner = inner.clone();
+    let key = key.cloned();
+    let fut = async move {
+        let terminal_inner = inner.clone();
+        inner
+            .ctx
+            .dispatch_to(key.as_ref())
+            .waterfall::<LlmStream, _, _>(opts, move |o| async move {
+                adapter_stream(&terminal_inner, o, bound)
+            })
+            .await
+    };
+    stream::once(fut).flatten().boxed()
+}
+
+/// One call resolved under the adapter registration current at [`LlmService::prepare_call`]:
+/// the config to log in the `EpochHeader` and a one-shot [`PreparedCall::stream`] bound to the
+/// same adapter instance, so a route change between header logging and dispatch cannot pair one
+/// adapter's capabilities with another adapter.
+pub struct PreparedCall {
+    inner: Arc<Inner>,
+    adapter: Arc<dyn LlmAdapter>,
+    resolved: ResolvedCallConfig,
+    dispatched: AtomicBool,
+}
+
+impl std::fmt::Debug for PreparedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCall")
+            .field("resolved", &self.resolved)
+            .field("dispatched", &self.dispatched.load(Ordering::SeqCst))
+            .finish()
+    }
+}
+
+impl PreparedCall {
+    /// The resolved config (defaults materialised), its markers and the context window.
+    pub fn resolved(&self) -> &ResolvedCallConfig {
+        &self.resolved
+    }
+
+    /// The resolved config.
+    pub fn config(&self) -> &LlmCallConfig {
+        &self.resolved.config
+    }
+
+    /// Which fields of [`PreparedCall::config`] came from adapter defaults.
+    pub fn adapter_defaults(&self) -> AdapterDefaults {
+        self.resolved.adapter_defaults
+    }
+
+    /// The model's context window (tokens), when known.
+    pub fn context_window(&self) -> Option<u64> {
+        self.resolved.context_window
+    }
+
+    /// Streams the call through `llm/stream` (carrier `key`) with the bound adapter; the stream
+    /// is normalised as in [`LlmService::stream_scoped`]. `opts`' config fields (provider, model,
+    /// effort, temperature, max tokens, stop) must equal [`PreparedCall::config`].
+    ///
+    /// # Errors
+    /// [`LlmError::InvalidPreparedCall`] when called a second time or when `opts` does not carry
+    /// the prepared config (nothing is dispatched).
+    pub fn stream(
+        &self,
+        key: Option<&ScopeKey>,
+        opts: GenerateOptions,
+    ) -> Result<ChunkStream, LlmError> {
+        if config_of(&opts) != self.resolved.config {
+            return Err(LlmError::InvalidPreparedCall {
+                reason: "prepared LLM call config changed before adapter dispatch",
+            });
+        }
+        if self.dispatched.swap(true, Ordering::SeqCst) {
+            return Err(LlmError::InvalidPreparedCall {
+                reason: "a prepared LLM call can only be dispatched once",
+            });
+        }
+        Ok(dispatch(
+            &self.inner,
+            key,
+            opts,
+            Some((self.adapter.clone(), self.resolved.config.clone())),
+        ))
+    }
 }
 
 /// State of the contract guard around one adapter stream.

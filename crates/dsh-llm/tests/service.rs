@@ -722,3 +722,45 @@ async fn adapter_metadata_must_preserve_the_route_id() {
     assert_eq!(ids(&s), Vec::<String>::new());
     assert_eq!(updates.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn prepared_call_binds_one_adapter_and_is_one_shot() {
+    let (_k, _ctx, s, _u) = setup();
+    let first = Arc::new(catalog_script());
+    let h = s.register_adapter(routes(&["a"]), first.clone()).unwrap();
+    let prepared = s.prepare_call(&LlmCallConfig::new("a", "m")).unwrap();
+    assert_eq!(prepared.context_window(), Some(128_000));
+    assert!(prepared.adapter_defaults().max_tokens);
+    assert!(prepared.adapter_defaults().reasoning_effort);
+    // the route moves to another adapter between header logging and dispatch
+    h.dispose();
+    let second = Arc::new(Script::new(vec![
+        Ok(text(0, "second")),
+        Ok(fin(FinishReason::Stop)),
+    ]));
+    let _h2 = s.register_adapter(routes(&["a"]), second.clone()).unwrap();
+    // config mismatch is refused before dispatch and does not consume the call
+    let Err(err) = prepared.stream(None, opts("a")) else {
+        panic!("mismatch accepted")
+    };
+    assert_eq!(err.code(), "INVALID_PREPARED_CALL");
+    let o = GenerateOptions::new(prepared.config(), vec![Arc::new(Message::user_text("hi"))]);
+    let items = collect(prepared.stream(None, o.clone()).unwrap()).await;
+    assert_eq!(items, vec![Ok(text(0, "x")), Ok(fin(FinishReason::Stop))]);
+    assert_eq!(first.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(second.calls.load(Ordering::SeqCst), 0);
+    let Err(err) = prepared.stream(None, o) else {
+        panic!("reuse accepted")
+    };
+    assert_eq!(err.code(), "INVALID_PREPARED_CALL");
+    assert_eq!(
+        err.to_string(),
+        "invalid prepared call: a prepared LLM call can only be dispatched once"
+    );
+    assert_eq!(
+        s.prepare_call(&LlmCallConfig::new("zz", "m"))
+            .unwrap_err()
+            .code(),
+        "NO_ADAPTER"
+    );
+}
