@@ -427,6 +427,20 @@ async fn sleep_or_forever(d: Option<Duration>) {
     }
 }
 
+/// SIGKILLs a process group when dropped while armed.
+struct GroupGuard {
+    pgid: u32,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed && self.pgid != 0 {
+            proc::signal_group(self.pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// Drives one spawned child to completion per the module-level lifecycle.
 async fn drive(
     mut child: tokio::process::Child,
@@ -437,6 +451,8 @@ async fn drive(
     err: Arc<dyn Sink>,
 ) -> Result<ProcessOutcome, ShellError> {
     let pgid = child.id().unwrap_or(0);
+    // If this future is dropped mid-way (a caller that does not drain), the group is SIGKILLed.
+    let mut guard = GroupGuard { pgid, armed: true };
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let mut inodes = Vec::new();
     let mut readers: Vec<JoinHandle<()>> = Vec::new();
@@ -469,6 +485,7 @@ async fn drive(
     };
     // Whatever is left of the group is terminated: the call owns everything it started.
     proc::terminate_group(pgid, grace).await;
+    guard.armed = false;
     // Drain with a bounded grace; a reader still blocked means an escaped writer.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(spec.drain_grace_ms);
     let mut leftover = Vec::new();

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dsh_tool_shell::proc::pid_alive;
+use dsh_tool_shell::proc::{group_members, pid_alive};
 use dsh_tool_shell::{
     JobService, JobStatus, ShellConfig, ShellExecRequest, ShellExecutor, ShellRunResult,
     render_result, start_bash_job,
@@ -232,8 +232,64 @@ async fn timeout_kills_the_group() {
     assert!(r.stdout.text.starts_with("child\n"));
     assert!(render_result(&r).ends_with("[timed out after 2000ms]\n[killed by signal: SIGTERM]"));
     assert!(gone(read_pid(&d.path().join("bg.pid")).await).await);
-    assert!(gone(read_pid(&d.path().join("sh.pid")).await).await);
+    let sh = read_pid(&d.path().join("sh.pid")).await;
+    assert!(gone(sh).await);
+    assert_eq!(group_members(sh), Vec::<u32>::new());
     assert!(r.leftover_pids.is_empty());
+}
+
+/// BC-19: a pipeline is killed completely on timeout (no member of the group survives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_killed_completely_on_timeout() {
+    let d = tempfile::tempdir().unwrap();
+    let r = run(
+        d.path(),
+        "echo $$ > sh.pid; yes needle | grep needle | head -c 100000000000 > /dev/null",
+        Some(1000.0),
+    )
+    .await;
+    assert!(r.timed_out);
+    let sh = read_pid(&d.path().join("sh.pid")).await;
+    assert!(gone(sh).await);
+    assert_eq!(group_members(sh), Vec::<u32>::new());
+}
+
+/// Dropping a run mid-way (a caller that does not drain) still kills the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_run_kills_the_group() {
+    let d = tempfile::tempdir().unwrap();
+    let ex = executor(d.path());
+    let spec = ex
+        .resolve(ShellExecRequest {
+            command: "echo $$ > sh.pid; sleep 1000 & wait".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let fut = ex.run(&spec, CancellationToken::new());
+    let _ = tokio::time::timeout(Duration::from_millis(1500), fut).await;
+    let sh = read_pid(&d.path().join("sh.pid")).await;
+    let end = Instant::now() + Duration::from_secs(15);
+    while !group_members(sh).is_empty() && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(group_members(sh), Vec::<u32>::new());
+}
+
+/// BC-20: `seq 1 5000000` (about 38 MB) streams through a bounded collector with exact totals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seq_flood_is_counted_exactly() {
+    let d = tempfile::tempdir().unwrap();
+    let r = run(d.path(), "seq 1 5000000", None).await;
+    let total: u64 = (1..=5_000_000u64)
+        .map(|n| n.to_string().len() as u64 + 1)
+        .sum();
+    assert_eq!(
+        (r.stdout.total_bytes, r.stdout.total_lines),
+        (total, 5_000_000)
+    );
+    assert_eq!(r.stdout.omitted_bytes, total - 64_000);
+    assert!(r.stdout.text.starts_with("1\n2\n3\n"));
+    assert!(r.stdout.text.ends_with("4999999\n5000000\n"));
 }
 
 /// BC-18 (2): a FIFO writer in the background and `cat` in the foreground.
