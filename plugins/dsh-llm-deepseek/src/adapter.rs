@@ -180,7 +180,7 @@ struct Run {
 /// What a started call turned into.
 enum Started {
     /// An SSE body to read.
-    Stream(Streaming),
+    Stream(Box<Streaming>),
     /// A non-streaming body, already translated.
     Complete(Vec<StreamChunk>),
 }
@@ -308,7 +308,7 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         r
     });
     let events: SseEvents = Box::pin(sse_stream::SseStream::from_bytes_stream(bytes));
-    Ok(Started::Stream(Streaming {
+    Ok(Started::Stream(Box::new(Streaming {
         events,
         activity,
         tr: StreamTranslator::new(),
@@ -316,7 +316,7 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         idle,
         route: route.id.clone(),
         request_id,
-    }))
+    })))
 }
 
 /// Waits for the next SSE event under the idle watchdog (any received bytes, including
@@ -348,7 +348,7 @@ impl Run {
                 Phase::Start(b) => {
                     let (inner, opts) = *b;
                     match start(inner, opts).await {
-                        Ok(Started::Stream(s)) => self.phase = Phase::Streaming(Box::new(s)),
+                        Ok(Started::Stream(s)) => self.phase = Phase::Streaming(s),
                         Ok(Started::Complete(chunks)) => {
                             self.queue.extend(chunks.into_iter().map(Ok))
                         }
