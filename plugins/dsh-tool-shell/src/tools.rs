@@ -39,8 +39,8 @@ pub const JOB_WAIT_MAX_MS: u64 = 600_000;
 pub struct BashArgs {
     /// The bash command to execute (run as `bash -c`).
     pub command: String,
-    /// A clear, concise description of what the command does, in active voice, 5-10 words
-    /// (shown in the UI), e.g. "List files in current directory".
+    /// What the command does, in 5-10 words of active voice, for the UI (for example
+    /// "Show working tree status").
     pub description: String,
     /// Timeout in milliseconds. The executor applies its default (120000) and cap (600000) and
     /// kills the whole process group on expiry.
@@ -136,7 +136,7 @@ impl BashOutput {
 /// Arguments of `job_output`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct JobOutputArgs {
-    /// Job id returned by the tool that started the background work.
+    /// The id a background start returned (e.g. `bash-1`).
     pub job_id: String,
     /// Block until the job finishes or the timeout expires; a timed-out wait returns
     /// `[status: running]` and leaves the job alive.
@@ -159,9 +159,9 @@ pub struct JobOutputValue {
 /// Arguments of `job_kill`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct JobKillArgs {
-    /// Job id returned by the tool that started the background work.
+    /// The id a background start returned (e.g. `bash-1`).
     pub job_id: String,
-    /// Optional short reason, forwarded to the job.
+    /// Why the job is being stopped (optional, short).
     #[serde(default)]
     pub reason: Option<String>,
 }
@@ -275,9 +275,9 @@ pub fn register_tools(
     let js = jobs.clone();
     let job_output = define_tool::<JobOutputArgs, JobOutputValue>(
         "job_output",
-        "Read a background job. Returns only output produced since the previous read; every \
-         response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which \
-         waits up to the timeout.",
+        "Read what a background job wrote since your last read of it; the reply always ends \
+         with a `[status: ...]` line. Returns at once unless `wait: true`, which blocks until \
+         the job finishes or the wait times out.",
     )
     .render(|_, v| {
         let body = if v.text.is_empty() { "(no new output)" } else { v.text.as_str() };
@@ -315,8 +315,8 @@ pub fn register_tools(
     let js = jobs.clone();
     let job_kill = define_tool::<JobKillArgs, JobKillValue>(
         "job_kill",
-        "Request cancellation of a running background job by job id. Returns immediately; the \
-         job settles as killed once its work actually stops.",
+        "Stop a running background job by id. Returns at once; the job's status becomes \
+         killed when its processes have actually exited.",
     )
     .render(|_, v| {
         vec![ContentBlock::text(match v.outcome {
@@ -357,7 +357,7 @@ pub fn register_tools(
     let js = jobs;
     let job_list = define_tool::<JobListArgs, Vec<JobSnapshot>>(
         "job_list",
-        "List your background jobs (running and finished) with their ids, kinds, and statuses.",
+        "Show the background jobs you started (running and finished): id, kind, status and label.",
     )
     .render(|_, jobs| {
         let text = if jobs.is_empty() {
