@@ -343,3 +343,35 @@ fn retry_hints() {
         None
     );
 }
+
+#[test]
+fn http_failure_mapping_edges() {
+    use dsh_llm_deepseek::http_failure;
+    let f = |status: u16, body: &str| {
+        http_failure("deepseek", status, body, None, None, None, Some(KEY))
+    };
+    assert_eq!(f(403, "{}").code, codes::AUTH);
+    assert_eq!(f(404, "not here").code, "HTTP_404");
+    assert_eq!(f(404, "not here").message, "deepseek: not here (HTTP 404)");
+    assert_eq!(
+        f(413, r#"{"error":{"message":"prompt is too long"}}"#).code,
+        codes::CONTEXT_WINDOW_EXCEEDED
+    );
+    assert_eq!(
+        f(413, r#"{"error":{"message":"payload"}}"#).code,
+        codes::INVALID_REQUEST
+    );
+    assert_eq!(
+        f(429, r#"{"error":{"type":"insufficient_quota"}}"#).code,
+        codes::QUOTA
+    );
+    assert_eq!(f(502, "").message, "deepseek: HTTP 502 (HTTP 502)");
+    assert_eq!(f(502, "").code, codes::SERVER);
+    // the key is redacted if a provider echoes it
+    let e = f(
+        401,
+        &format!(r#"{{"error":{{"message":"bad key {KEY}"}}}}"#),
+    );
+    assert!(!e.message.contains(KEY));
+    assert!(e.message.contains("bad key ***"));
+}
