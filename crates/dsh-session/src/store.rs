@@ -183,6 +183,59 @@ impl SessionStore {
         Ok(session)
     }
 
+    /// Publishes a session restored from its stored log (resume): validates it like
+    /// [`Session::from_restore`] (no `session/end-seed` is written), installs its
+    /// `session/event` publisher and emits `session/created`.
+    ///
+    /// # Errors
+    /// [`SessionError::DuplicateSession`] for a live id; every restore error of the log.
+    pub fn restore(
+        &self,
+        events: Vec<SessionEvent>,
+        header: SessionHeader,
+        owner: Option<ScopeKey>,
+    ) -> Result<Arc<Session>, SessionError> {
+        let id = header.id.clone();
+        if self.lock().iter().any(|e| e.session.id() == id) {
+            return Err(SessionError::DuplicateSession { id });
+        }
+        let session = Arc::new(Session::from_restore_with(
+            id.clone(),
+            events,
+            Some(header),
+            self.registry.clone(),
+        )?);
+        let weak: Weak<Session> = Arc::downgrade(&session);
+        let ctx = self.ctx.clone();
+        let publisher_owner = owner.clone();
+        session.set_publisher(Arc::new(move |event: &Arc<SessionEvent>| {
+            if let Some(session) = weak.upgrade() {
+                ctx.dispatch_to(publisher_owner.as_ref())
+                    .emit::<SessionEventEmitted>(&SessionEventNotice {
+                        session,
+                        event: event.clone(),
+                    });
+            }
+        }));
+        {
+            let mut list = self.lock();
+            if list.iter().any(|e| e.session.id() == id) {
+                return Err(SessionError::DuplicateSession { id });
+            }
+            list.push(Entry {
+                session: session.clone(),
+                owner: owner.clone(),
+            });
+        }
+        self.ctx
+            .dispatch_to(owner.as_ref())
+            .emit::<SessionCreated>(&SessionNotice {
+                session: session.clone(),
+                owner,
+            });
+        Ok(session)
+    }
+
     /// The live session with `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.lock()

@@ -1,0 +1,2 @@
+//! Placeholder: loop overhead benchmark (written later).
+fn main() {}

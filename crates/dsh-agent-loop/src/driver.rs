@@ -1,0 +1,752 @@
+//! The turn and step algorithms.
+//!
+//! Spec: `../shared/spec/agent-loop.md` ("Turn algorithm", "Step algorithm", "Testable
+//! invariants"), `../shared/spec/tools.md` ("Loop-side scheduling"). Every input of a request is
+//! read from the session log (`derive_messages`, the logged header); every fact the loop learns
+//! is appended to it before it is acted on.
+
+use std::sync::{Arc, Mutex};
+
+use dsh_agent::lifecycle::{InboxClaimed, InboxNotice};
+use dsh_agent::{
+    Agent, AgentErrorEvent, AgentErrorPayload, AgentPreStep, AgentRequest, AgentRequestError,
+    AgentTurnStopping, PreStepCtx, PreStepDecision, RequestCtx, RequestErrorCtx, RetryDecision,
+    TurnStoppingCtx, with_initiator,
+};
+use dsh_kernel::{BoxError, CancellationToken, Context};
+use dsh_llm::{
+    BlockAssembler, ContextSection, FinishReason, GenerateOptions, LlmCallConfig, LlmFailure,
+    LlmService, Message, StreamChunk, codes,
+};
+use dsh_session::{
+    AssistantChunkData, AssistantMessageData, EventData, RequestContext, RequestHeaderData,
+    RequestHeaderReason, Session, SessionError, StepData, SurfaceIntent, ToolCallData,
+    ToolResultData, ToolResultError, TurnEndData, TurnEndReason, TurnStartData,
+};
+use dsh_tools::ToolRegistry;
+use dsh_tools::scheduler::{SchedulerConfig, SchedulerHooks, ToolCallRequest, run_tool_calls};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::LoopConfig;
+use crate::prompt::{PromptSource, snapshot_message};
+
+/// Why a turn stopped early.
+enum TurnFail {
+    Aborted,
+    Error(LlmFailure),
+}
+
+impl From<SessionError> for TurnFail {
+    fn from(e: SessionError) -> Self {
+        TurnFail::Error(LlmFailure::new(
+            codes::UNKNOWN,
+            format!("session append failed: {e}"),
+        ))
+    }
+}
+
+fn plugin_failure(what: &str, e: &BoxError) -> TurnFail {
+    TurnFail::Error(LlmFailure::new(codes::UNKNOWN, format!("{what}: {e}")))
+}
+
+/// How a step ended.
+enum StepEnd {
+    /// Tool results were committed; run another step.
+    Continue,
+    /// The turn may stop with this reason.
+    End(TurnEndReason),
+}
+
+#[derive(Default)]
+struct RunnerState {
+    /// A request was already made by this loop instance (header reason `change` from now on).
+    requested: bool,
+    /// The runtime-context sections last sent (`None` = none sent / unknown).
+    last_snapshot: Option<Vec<ContextSection>>,
+    snapshot_known: bool,
+}
+
+/// The per-agent turn runner (one per agent: it holds the loop instance's request memory).
+#[derive(Clone)]
+pub struct Runner(Arc<RunnerInner>);
+
+struct RunnerInner {
+    ctx: Context,
+    config: LoopConfig,
+    prompt: Arc<dyn PromptSource>,
+    state: Mutex<RunnerState>,
+}
+
+impl Runner {
+    pub(crate) fn new(ctx: Context, config: LoopConfig, prompt: Arc<dyn PromptSource>) -> Self {
+        Self(Arc::new(RunnerInner {
+            ctx,
+            config,
+            prompt,
+            state: Mutex::new(RunnerState::default()),
+        }))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, RunnerState> {
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl dsh_agent::TurnRunner for Runner {
+    fn run_turn(&self, agent: Agent, signal: CancellationToken) -> BoxFuture<'static, ()> {
+        let runner = self.clone();
+        Box::pin(with_initiator(agent.clone(), async move {
+            runner.turn(agent, signal).await;
+        }))
+    }
+}
+
+fn aborted_reason(agent: &Agent) -> TurnEndReason {
+    let cause = agent
+        .cancel_cause()
+        .unwrap_or(dsh_agent::AgentCancelCause::Disposed);
+    TurnEndReason::Aborted {
+        reason: serde_json::to_value(cause).ok(),
+    }
+}
+
+/// The number of the last turn in the log (0 when none).
+fn last_turn(session: &Session) -> u64 {
+    session
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| match &e.data {
+            EventData::TurnStart(d) => Some(d.turn),
+            EventData::TurnEnd(d) => Some(d.turn),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+impl Runner {
+    async fn turn(&self, agent: Agent, signal: CancellationToken) {
+        let session = agent.session().clone();
+        let turn = last_turn(&session) + 1;
+        if let Err(e) = session.append(
+            "turn/start",
+            EventData::TurnStart(TurnStartData {
+                turn,
+                trigger: None,
+            }),
+            None,
+        ) {
+            tracing::error!(agent = %agent.id(), error = %e, "could not open a turn");
+            return;
+        }
+        let outcome = self.turn_body(&agent, turn, &signal).await;
+        let reason = match outcome {
+            Ok(reason) => reason,
+            Err(TurnFail::Aborted) => aborted_reason(&agent),
+            Err(TurnFail::Error(_)) if signal.is_cancelled() => aborted_reason(&agent),
+            Err(TurnFail::Error(failure)) => {
+                let step = session.open_turn().and_then(|(_, s)| s);
+                self.0
+                    .ctx
+                    .dispatch_to(Some(agent.key()))
+                    .emit::<AgentErrorEvent>(&AgentErrorPayload {
+                        session: session.clone(),
+                        scope: Some(agent.key().clone()),
+                        turn,
+                        step,
+                        error: failure.clone(),
+                    });
+                TurnEndReason::Error { error: failure }
+            }
+        };
+        if let Err(e) = session.append(
+            "turn/end",
+            EventData::TurnEnd(TurnEndData { turn, reason }),
+            None,
+        ) {
+            tracing::error!(agent = %agent.id(), error = %e, "could not close turn {turn}");
+        }
+    }
+
+    async fn turn_body(
+        &self,
+        agent: &Agent,
+        turn: u64,
+        signal: &CancellationToken,
+    ) -> Result<TurnEndReason, TurnFail> {
+        let session = agent.session().clone();
+        let key = agent.key().clone();
+        let mut step = 0u64;
+        let mut end: Option<TurnEndReason> = None;
+        let mut max_tokens = false;
+        loop {
+            if signal.is_cancelled() {
+                return Err(TurnFail::Aborted);
+            }
+            let claimed = agent
+                .inbox()
+                .claim(step == 0)
+                .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+            for message in &claimed {
+                self.0
+                    .ctx
+                    .dispatch_to(Some(&key))
+                    .emit::<InboxClaimed>(&InboxNotice {
+                        agent: agent.clone(),
+                        message: message.clone(),
+                        turn: Some(turn),
+                    });
+            }
+            let parts = self
+                .0
+                .prompt
+                .assemble(agent, signal)
+                .await
+                .map_err(|e| plugin_failure("system prompt assembly failed", &e))?;
+            let mut batch = claimed;
+            let snapshot = {
+                let mut st = self.state();
+                if !st.snapshot_known {
+                    st.last_snapshot = crate::prompt::last_snapshot(&session);
+                    st.snapshot_known = true;
+                }
+                snapshot_message(st.last_snapshot.as_deref(), &parts.contexts)
+            };
+            if let Some(s) = &snapshot {
+                batch.push(s.clone());
+            }
+            let proposed = step + 1;
+            let decision = self
+                .0
+                .ctx
+                .dispatch_to(Some(&key))
+                .waterfall::<AgentPreStep, _, _>(
+                    PreStepCtx {
+                        session: session.clone(),
+                        scope: Some(key.clone()),
+                        messages: batch,
+                        turn,
+                        step: proposed,
+                        cancellation: signal.clone(),
+                    },
+                    |p| async move {
+                        PreStepDecision::Enter {
+                            messages: p.messages,
+                        }
+                    },
+                )
+                .await;
+            let messages = match decision {
+                PreStepDecision::Reject => return Ok(TurnEndReason::Blocked),
+                PreStepDecision::Enter { messages } => messages,
+            };
+            if step == 0 && messages.is_empty() {
+                return Ok(TurnEndReason::Completed);
+            }
+            if end.is_some() && messages.is_empty() {
+                break;
+            }
+            step = proposed;
+            session.append(
+                "step/start",
+                EventData::StepStart(StepData { turn, step }),
+                None,
+            )?;
+            let result = self
+                .enter_and_run(
+                    agent,
+                    turn,
+                    step,
+                    &messages,
+                    snapshot.as_ref(),
+                    &parts,
+                    signal,
+                )
+                .await;
+            session.append(
+                "step/end",
+                EventData::StepEnd(StepData { turn, step }),
+                None,
+            )?;
+            match result? {
+                StepEnd::Continue => end = None,
+                StepEnd::End(reason) => {
+                    if reason == TurnEndReason::MaxTokens {
+                        max_tokens = true;
+                    }
+                    end = Some(reason);
+                    if !agent.inbox().has_next_step() {
+                        let stop = self
+                            .0
+                            .ctx
+                            .dispatch_to(Some(&key))
+                            .serial::<AgentTurnStopping>(TurnStoppingCtx {
+                                session: session.clone(),
+                                scope: Some(key.clone()),
+                                turn,
+                                cancellation: signal.clone(),
+                            })
+                            .await;
+                        if let Err(e) = stop {
+                            return Err(TurnFail::Error(LlmFailure::new(
+                                codes::UNKNOWN,
+                                format!("agent/turn-stopping listener failed: {e}"),
+                            )));
+                        }
+                        if !agent.inbox().has_next_step() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(if max_tokens {
+            TurnEndReason::MaxTokens
+        } else {
+            end.unwrap_or(TurnEndReason::Completed)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn enter_and_run(
+        &self,
+        agent: &Agent,
+        turn: u64,
+        step: u64,
+        messages: &[Arc<Message>],
+        snapshot: Option<&Arc<Message>>,
+        parts: &crate::prompt::PromptParts,
+        signal: &CancellationToken,
+    ) -> Result<StepEnd, TurnFail> {
+        let session = agent.session();
+        for m in messages {
+            session.append(
+                "user/message",
+                EventData::UserMessage(m.clone()),
+                Some(SurfaceIntent::append()),
+            )?;
+        }
+        if let Some(s) = snapshot
+            && messages.iter().any(|m| m.id == s.id)
+        {
+            self.state().last_snapshot = Some(parts.contexts.clone());
+        }
+        self.run_step(agent, turn, step, parts.system.clone(), signal)
+            .await
+    }
+
+    /// The seed configuration of a request (spec "Step algorithm" 2).
+    fn seed_config(&self, agent: &Agent, session: &Session) -> Result<LlmCallConfig, TurnFail> {
+        let opts = agent.options();
+        let logged = session.request_header();
+        let requested = self.state().requested;
+        let logged_route = logged
+            .as_ref()
+            .map(|h| (h.config.provider.clone(), h.config.model.clone()));
+        let provider = opts
+            .provider
+            .clone()
+            .or_else(|| logged_route.as_ref().map(|r| r.0.clone()));
+        let model = opts
+            .model
+            .clone()
+            .or_else(|| logged_route.as_ref().map(|r| r.1.clone()));
+        let (Some(provider), Some(model)) = (provider, model) else {
+            return Err(TurnFail::Error(LlmFailure::new(
+                codes::INVALID_REQUEST,
+                "no provider/model configured for this agent",
+            )));
+        };
+        let same_route = logged_route
+            .as_ref()
+            .is_some_and(|(p, m)| *p == provider && *m == model);
+        match logged {
+            Some(h) if requested && same_route => {
+                let defaults = h.adapter_defaults.unwrap_or_default();
+                let mut c = h.config;
+                if defaults.max_tokens {
+                    c.max_tokens = None;
+                }
+                if defaults.reasoning_effort {
+                    c.reasoning_effort = None;
+                }
+                if opts.max_tokens.is_some() {
+                    c.max_tokens = opts.max_tokens;
+                }
+                Ok(c)
+            }
+            other => {
+                let mut c = LlmCallConfig::new(provider, model);
+                c.max_tokens = opts.max_tokens;
+                if let Some(h) = other
+                    && same_route
+                    && !h.adapter_defaults.unwrap_or_default().reasoning_effort
+                {
+                    c.reasoning_effort = h.config.reasoning_effort;
+                }
+                Ok(c)
+            }
+        }
+    }
+
+    /// Logs `request/header` (first request of this loop instance, then only on change) and
+    /// `request/context` (only when provider, model or window changed).
+    fn log_header(
+        &self,
+        session: &Session,
+        header: &dsh_llm::EpochHeader,
+        context_window: Option<u64>,
+    ) -> Result<(), SessionError> {
+        let prev = session.request_header();
+        let reason = {
+            let mut st = self.state();
+            let r = if !st.requested {
+                Some(if prev.is_some() {
+                    RequestHeaderReason::Resume
+                } else {
+                    RequestHeaderReason::Initial
+                })
+            } else if prev.as_ref() != Some(header) {
+                Some(RequestHeaderReason::Change)
+            } else {
+                None
+            };
+            st.requested = true;
+            r
+        };
+        if let Some(reason) = reason {
+            session.append(
+                "request/header",
+                EventData::RequestHeader(RequestHeaderData {
+                    header: header.clone(),
+                    reason,
+                }),
+                None,
+            )?;
+        }
+        let ctx = RequestContext {
+            provider: header.config.provider.clone(),
+            model: header.config.model.clone(),
+            context_window,
+        };
+        if session.request_context().as_ref() != Some(&ctx) {
+            session.append("request/context", EventData::RequestContext(ctx), None)?;
+        }
+        Ok(())
+    }
+
+    async fn run_step(
+        &self,
+        agent: &Agent,
+        turn: u64,
+        step: u64,
+        system: Option<String>,
+        signal: &CancellationToken,
+    ) -> Result<StepEnd, TurnFail> {
+        let session = agent.session().clone();
+        let key = agent.key().clone();
+        let llm = self
+            .0
+            .ctx
+            .require::<LlmService>()
+            .map_err(|e| TurnFail::Error(LlmFailure::new(codes::NO_ADAPTER, e.to_string())))?;
+        let tools = self.0.ctx.get::<ToolRegistry>();
+        loop {
+            let seed = self.seed_config(agent, &session)?;
+            let config = self
+                .0
+                .ctx
+                .dispatch_to(Some(&key))
+                .waterfall::<AgentRequest, _, _>(
+                    RequestCtx {
+                        session: session.clone(),
+                        scope: Some(key.clone()),
+                        turn,
+                        step,
+                        cancellation: signal.clone(),
+                    },
+                    move |_| async move { Ok(seed) },
+                )
+                .await
+                .map_err(|e| plugin_failure("agent/request listener failed", &e))?;
+            let (config, defaults, window) = match llm.resolve_call_config(&config) {
+                Ok(r) => (r.config, r.adapter_defaults, r.context_window),
+                // Keep the proposed config so an `llm/stream` listener may serve it.
+                Err(_) => (config, dsh_llm::AdapterDefaults::default(), None),
+            };
+            let schemas = tools
+                .as_ref()
+                .map(|t| t.schemas(Some(&key)))
+                .unwrap_or_default();
+            let header =
+                dsh_llm::EpochHeader::canonical(config, defaults, system.clone(), &schemas);
+            self.log_header(&session, &header, window)?;
+            let mut opts = GenerateOptions::new(&header.config, session.derive_messages());
+            opts.system = header.system.clone();
+            opts.tools = schemas;
+            opts.signal = signal.clone();
+            opts.session_id = Some(session.id().to_owned());
+            let provider = header.config.provider.clone();
+            let model = header.config.model.clone();
+
+            let mut stream = llm.stream_scoped(Some(&key), opts);
+            let mut asm = BlockAssembler::new();
+            let mut seqs = Vec::new();
+            let mut aborted = false;
+            loop {
+                let item = tokio::select! {
+                    biased;
+                    () = signal.cancelled() => { aborted = true; break; }
+                    item = stream.next() => item,
+                };
+                let Some(item) = item else { break };
+                let chunk = match item {
+                    Ok(c) => c,
+                    Err(failure) => StreamChunk::Finish {
+                        reason: FinishReason::Error { failure },
+                        replay_state: None,
+                    },
+                };
+                let is_finish = matches!(chunk, StreamChunk::Finish { .. });
+                if is_finish && signal.is_cancelled() {
+                    aborted = true;
+                    break;
+                }
+                let ev = session.append(
+                    "assistant/chunk",
+                    EventData::AssistantChunk(AssistantChunkData {
+                        turn,
+                        step,
+                        chunk: chunk.clone(),
+                    }),
+                    None,
+                )?;
+                seqs.push(ev.seq);
+                asm.push_owned(chunk);
+                if is_finish {
+                    break;
+                }
+            }
+            drop(stream);
+            if aborted || signal.is_cancelled() {
+                let blocks = asm.interrupted_blocks();
+                if !blocks.is_empty() {
+                    let message = Message::assistant(blocks, provider, model, None);
+                    session.append(
+                        "assistant/message",
+                        EventData::AssistantMessage(AssistantMessageData {
+                            turn,
+                            step,
+                            message: Arc::new(message),
+                            usage: asm.usage().copied(),
+                            interrupted: Some(true),
+                        }),
+                        Some(SurfaceIntent::append_from(seqs)),
+                    )?;
+                }
+                return Err(TurnFail::Aborted);
+            }
+            if let Some(failure) = asm.finish().failure().cloned() {
+                let decision = self
+                    .0
+                    .ctx
+                    .dispatch_to(Some(&key))
+                    .waterfall::<AgentRequestError, _, _>(
+                        RequestErrorCtx {
+                            session: session.clone(),
+                            scope: Some(key.clone()),
+                            turn,
+                            step,
+                            provider: provider.clone(),
+                            failure: failure.clone(),
+                            retry_policy: None,
+                            cancellation: signal.clone(),
+                        },
+                        |_| async { None },
+                    )
+                    .await;
+                if signal.is_cancelled() {
+                    return Err(TurnFail::Aborted);
+                }
+                if decision == Some(RetryDecision::Retry) {
+                    continue;
+                }
+                return Err(TurnFail::Error(failure));
+            }
+            let message = asm
+                .message(&provider, &model)
+                .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+            let message = Arc::new(message);
+            session.append(
+                "assistant/message",
+                EventData::AssistantMessage(AssistantMessageData {
+                    turn,
+                    step,
+                    message: message.clone(),
+                    usage: asm.usage().copied(),
+                    interrupted: None,
+                }),
+                Some(SurfaceIntent::append_from(seqs)),
+            )?;
+            if matches!(asm.finish(), FinishReason::MaxTokens) {
+                return Ok(StepEnd::End(TurnEndReason::MaxTokens));
+            }
+            let calls: Vec<ToolCallRequest> = message
+                .tool_calls()
+                .map(|(id, name, args)| ToolCallRequest::new(id.clone(), name, args))
+                .collect();
+            if calls.is_empty() {
+                return Ok(StepEnd::End(TurnEndReason::Completed));
+            }
+            return self.run_tools(agent, turn, step, calls, signal).await;
+        }
+    }
+
+    async fn run_tools(
+        &self,
+        agent: &Agent,
+        turn: u64,
+        step: u64,
+        calls: Vec<ToolCallRequest>,
+        signal: &CancellationToken,
+    ) -> Result<StepEnd, TurnFail> {
+        let Some(registry) = self.0.ctx.get::<ToolRegistry>() else {
+            // No tool registry linked: every call still gets a result (UNKNOWN_TOOL).
+            let registry = ToolRegistry::new(self.0.ctx.clone());
+            return self
+                .run_tools_with(&registry, agent, turn, step, calls, signal)
+                .await;
+        };
+        self.run_tools_with(&registry, agent, turn, step, calls, signal)
+            .await
+    }
+
+    async fn run_tools_with(
+        &self,
+        registry: &ToolRegistry,
+        agent: &Agent,
+        turn: u64,
+        step: u64,
+        calls: Vec<ToolCallRequest>,
+        signal: &CancellationToken,
+    ) -> Result<StepEnd, TurnFail> {
+        let session = agent.session().clone();
+        let caller = dsh_tools::ToolCaller::new(
+            agent.key().clone(),
+            agent.ctx().clone(),
+            session.clone(),
+            agent.id().clone(),
+        );
+        let hooks = LoopHooks {
+            agent: agent.clone(),
+            session,
+            turn,
+            step,
+            call_seqs: Mutex::new(Vec::new()),
+        };
+        let outcome = run_tool_calls(
+            registry,
+            Some(caller),
+            calls,
+            signal.clone(),
+            &hooks,
+            SchedulerConfig {
+                max_parallel: self.0.config.max_parallel_tool_calls,
+            },
+        )
+        .await
+        .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+        if outcome.aborted || signal.is_cancelled() {
+            return Err(TurnFail::Aborted);
+        }
+        Ok(if outcome.concludes_turn {
+            StepEnd::End(TurnEndReason::Completed)
+        } else {
+            StepEnd::Continue
+        })
+    }
+}
+
+/// The scheduler callbacks: `tool/call` when a call starts, `tool/result` when it commits.
+struct LoopHooks {
+    agent: Agent,
+    session: Arc<Session>,
+    turn: u64,
+    step: u64,
+    call_seqs: Mutex<Vec<(usize, u64)>>,
+}
+
+impl SchedulerHooks for LoopHooks {
+    fn call_started<'a>(
+        &'a self,
+        index: usize,
+        call: &'a ToolCallRequest,
+        _synthetic: bool,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let ev = self.session.append(
+                "tool/call",
+                EventData::ToolCall(ToolCallData {
+                    turn: self.turn,
+                    step: self.step,
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                }),
+                None,
+            )?;
+            self.call_seqs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((index, ev.seq));
+            Ok(())
+        })
+    }
+
+    fn result_committed<'a>(
+        &'a self,
+        index: usize,
+        call: &'a ToolCallRequest,
+        result: &'a Arc<dsh_tools::ToolExecutionResult>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let call_seq = self
+                .call_seqs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|(i, _)| *i == index)
+                .map(|(_, s)| *s);
+            let message = Message::tool_result(
+                call.call_id.clone(),
+                result.content().to_vec(),
+                result.is_error(),
+            );
+            let error = result.error_info().map(|i| ToolResultError {
+                name: i.name.clone(),
+                code: i.code.clone(),
+            });
+            let meta: Option<Value> = result.meta().cloned();
+            self.session.append(
+                "tool/result",
+                EventData::ToolResult(ToolResultData {
+                    turn: self.turn,
+                    step: self.step,
+                    message: Arc::new(message),
+                    error,
+                    meta,
+                }),
+                Some(match call_seq {
+                    Some(s) => SurfaceIntent::append_from(vec![s]),
+                    None => SurfaceIntent::append(),
+                }),
+            )?;
+            for context in result.additional_contexts() {
+                self.agent.inject(context.clone())?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,233 @@
+//! dsh-agent-loop: the agent factory and the turn/step driver.
+//!
+//! [`AgentLoop`] implements [`dsh_agent::AgentFactory`] (create and resume agents) and, per
+//! agent, a [`dsh_agent::TurnRunner`] that runs the spec's turn and step algorithms: claim inbox
+//! input, assemble the prompt, `agent/pre-step`, `step/start`, entered `user/message`s, a request
+//! built from the session log alone (`request/header` / `request/context` only when they change),
+//! chunks logged as `assistant/chunk` while the assembler folds them, `assistant/message`, tool
+//! calls through the `dsh-tools` scheduler, `step/end` always, `agent/turn-stopping`, and
+//! `turn/end` always with the right reason.
+//!
+//! Spec: `../shared/spec/agent-loop.md`; tools scheduling: `../shared/spec/tools.md`.
+
+mod driver;
+pub mod prompt;
+
+use std::sync::{Arc, RwLock};
+
+use dsh_agent::lifecycle::{
+    AgentCreated, AgentNotice, AgentSessionStart, SessionStart, SessionStartSource,
+};
+use dsh_agent::{
+    Agent, AgentFactory, AgentRegistry, CreateAgentOptions, Inbox, ResumeAgentOptions,
+};
+use dsh_kernel::{BoxError, Context, ScopeKey};
+use dsh_session::{CreateOptions, SessionHeader, SessionStore, now_ms};
+use futures::future::BoxFuture;
+use serde::Deserialize;
+
+pub use driver::Runner;
+pub use prompt::{NoPrompt, PromptParts, PromptSource, last_snapshot, snapshot_message};
+
+/// Loop settings (settings section `dsh-agent-loop`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoopConfig {
+    /// Rolling pool size for parallel-safe tool calls (`maxParallelToolCalls`, default 10).
+    pub max_parallel_tool_calls: usize,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            max_parallel_tool_calls: dsh_tools::scheduler::DEFAULT_MAX_PARALLEL,
+        }
+    }
+}
+
+/// Loop failures while creating or resuming an agent.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    /// A service the loop needs is not provided. Code `MISSING_SERVICE`.
+    #[error("the agent loop needs the `{0}` service (link its crate)")]
+    MissingService(&'static str),
+    /// No persistence is configured, so nothing can be resumed. Code `NO_PERSISTENCE`.
+    #[error("cannot resume `{0}`: no session persistence is configured")]
+    NoPersistence(String),
+}
+
+impl LoopError {
+    /// Stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MissingService(_) => "MISSING_SERVICE",
+            Self::NoPersistence(_) => "NO_PERSISTENCE",
+        }
+    }
+}
+
+/// The agent factory (`ctx.agentLoop`), installed into the [`AgentRegistry`] by this crate's
+/// plugin.
+pub struct AgentLoop {
+    ctx: Context,
+    config: LoopConfig,
+    prompt: RwLock<Arc<dyn PromptSource>>,
+}
+
+impl std::fmt::Debug for AgentLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLoop")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl AgentLoop {
+    /// A factory creating agents under `ctx` (agent scopes are tagged children of it).
+    pub fn new(ctx: Context, config: LoopConfig) -> Self {
+        Self {
+            ctx,
+            config,
+            prompt: RwLock::new(Arc::new(NoPrompt)),
+        }
+    }
+
+    /// Replaces the prompt source used by agents created from now on.
+    pub fn set_prompt_source(&self, source: Arc<dyn PromptSource>) {
+        *self.prompt.write().unwrap_or_else(|e| e.into_inner()) = source;
+    }
+
+    fn prompt(&self) -> Arc<dyn PromptSource> {
+        self.prompt
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn publish(
+        &self,
+        agent: &Agent,
+        owner: Option<Agent>,
+        source: SessionStartSource,
+    ) -> Result<(), BoxError> {
+        let registry = self
+            .ctx
+            .get::<AgentRegistry>()
+            .ok_or(LoopError::MissingService("AgentRegistry"))?;
+        registry.register(agent.clone(), owner)?;
+        let d = self.ctx.dispatch_to(Some(agent.key()));
+        d.emit::<AgentCreated>(&AgentNotice {
+            agent: agent.clone(),
+        });
+        d.emit::<AgentSessionStart>(&SessionStart {
+            agent: agent.clone(),
+            source,
+        });
+        Ok(())
+    }
+
+    fn store(&self) -> Result<Arc<SessionStore>, LoopError> {
+        self.ctx
+            .get::<SessionStore>()
+            .ok_or(LoopError::MissingService("SessionStore"))
+    }
+
+    /// Creates a fresh agent (see [`AgentFactory::create`]).
+    ///
+    /// # Errors
+    /// [`LoopError::MissingService`], session creation errors, registry errors.
+    pub fn create_agent(&self, opts: CreateAgentOptions) -> Result<Agent, BoxError> {
+        let id = opts
+            .id
+            .clone()
+            .unwrap_or_else(|| dsh_llm::SessionId::fresh().to_string());
+        let key = ScopeKey::new(format!("agent:{id}"));
+        if let Some(owner) = &opts.owner {
+            key.bind_parent(owner.key())?;
+        }
+        let mut header = SessionHeader::new(id.clone(), now_ms());
+        header.cwd = opts.cwd.clone();
+        header.parent_session = opts.parent_session.clone();
+        let agent_ctx = self.ctx.tagged(key.clone(), format!("agent:{id}"))?;
+        let session = self.store()?.create(
+            Some(id),
+            CreateOptions {
+                seed: opts.seed.clone(),
+                meta: Some(header),
+                owner: Some(key.clone()),
+            },
+        )?;
+        let runner = Runner::new(self.ctx.clone(), self.config.clone(), self.prompt());
+        let agent = Agent::new(
+            key,
+            agent_ctx,
+            session.clone(),
+            Inbox::new(session),
+            opts.options,
+            Arc::new(runner),
+        );
+        self.publish(&agent, opts.owner, SessionStartSource::Startup)?;
+        Ok(agent)
+    }
+
+    /// Resumes a persisted agent (see [`AgentFactory::resume`]).
+    ///
+    /// # Errors
+    /// [`LoopError::NoPersistence`], load/repair errors, restore errors, registry errors.
+    pub async fn resume_agent(&self, opts: ResumeAgentOptions) -> Result<Agent, BoxError> {
+        let persistence = self
+            .ctx
+            .get::<dsh_persistence::PersistenceService>()
+            .ok_or_else(|| LoopError::NoPersistence(opts.id.clone()))?;
+        let loaded = persistence.resume(&opts.id).await?;
+        let key = ScopeKey::new(format!("agent:{}", opts.id));
+        if let Some(owner) = &opts.owner {
+            key.bind_parent(owner.key())?;
+        }
+        let agent_ctx = self.ctx.tagged(key.clone(), format!("agent:{}", opts.id))?;
+        let session = self
+            .store()?
+            .restore(loaded.events, loaded.header, Some(key.clone()))?;
+        let runner = Runner::new(self.ctx.clone(), self.config.clone(), self.prompt());
+        let agent = Agent::new(
+            key,
+            agent_ctx,
+            session.clone(),
+            Inbox::restore(session),
+            opts.options,
+            Arc::new(runner),
+        );
+        self.publish(&agent, opts.owner, SessionStartSource::Resume)?;
+        Ok(agent)
+    }
+}
+
+/// The factory as the registry sees it (an `Arc` so futures can own it).
+#[derive(Debug, Clone)]
+pub struct SharedLoop(pub Arc<AgentLoop>);
+
+impl AgentFactory for SharedLoop {
+    fn create(&self, opts: CreateAgentOptions) -> BoxFuture<'static, Result<Agent, BoxError>> {
+        let r = self.0.create_agent(opts);
+        Box::pin(async move { r })
+    }
+
+    fn resume(&self, opts: ResumeAgentOptions) -> BoxFuture<'static, Result<Agent, BoxError>> {
+        let this = self.0.clone();
+        Box::pin(async move { this.resume_agent(opts).await })
+    }
+}
+
+fn apply(ctx: &Context) -> Result<(), BoxError> {
+    let config: LoopConfig = ctx.settings_section(env!("CARGO_PKG_NAME"))?;
+    let agent_loop = Arc::new(AgentLoop::new(ctx.clone(), config));
+    ctx.provide(agent_loop.clone())?.detach();
+    let registry = ctx
+        .get::<AgentRegistry>()
+        .ok_or(LoopError::MissingService("AgentRegistry"))?;
+    let disposers = registry.set_factory(Arc::new(SharedLoop(agent_loop)));
+    ctx.effect("agent-loop:factory", disposers)?.detach();
+    Ok(())
+}
+
+dsh_kernel::plugin! { after = ["dsh-agent", "dsh-session", "dsh-llm", "dsh-tools"], apply = apply }

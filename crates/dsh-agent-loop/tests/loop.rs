@@ -1,0 +1,539 @@
+//! Integration tests of the agent loop: real kernel, real session, real tools pipeline, and a
+//! scripted in-process adapter. Each test asserts the exact event sequence of the log.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_agent::{
+    AgentCancelCause, AgentPreStep, AgentRequestError, PreStepDecision, RetryDecision,
+};
+use dsh_llm::{ContentBlock, FinishReason, StreamChunk};
+use dsh_tools::{ToolFailure, ToolRegistry, define_tool};
+use serde_json::json;
+use support::*;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct EchoArgs {
+    /// Text to echo.
+    text: String,
+    /// Milliseconds to sleep first.
+    sleep_ms: Option<u64>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct EchoOut {
+    echoed: String,
+}
+
+fn register_echo(h: &Harness, parallel: bool) {
+    let tools = h.kernel.root().require::<ToolRegistry>().unwrap();
+    let mut b = define_tool::<EchoArgs, EchoOut>("echo", "Echo text.");
+    if parallel {
+        b = b.always_concurrency_safe();
+    }
+    let def = b
+        .render(|_, o| vec![ContentBlock::text(o.echoed.clone())])
+        .execute(|a, cx| async move {
+            if let Some(ms) = a.sleep_ms {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                    () = cx.signal.cancelled() => return Err(ToolFailure::message("cancelled")),
+                }
+            }
+            Ok(EchoOut { echoed: a.text })
+        })
+        .unwrap();
+    tools.register(h.kernel.root(), def).unwrap().detach();
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| (*x).to_owned()).collect()
+}
+
+#[tokio::test]
+async fn text_turn_event_sequence() {
+    let h = Harness::new(vec![text("hello")]).await;
+    let agent = h.agent().await;
+    agent.followup(user("hi")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        kinds(session),
+        s(&[
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "step/start",
+            "user/message",
+            "request/header",
+            "request/context",
+            "assistant/chunk*5",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ])
+    );
+    assert_eq!(turn_end_reasons(session), vec![json!({"kind":"completed"})]);
+    let msgs = session.derive_messages();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[1].text(), "hello");
+    let header = session.request_header().unwrap();
+    assert_eq!(
+        serde_json::to_value(&header).unwrap(),
+        json!({"config":{"provider":"test","model":"m"}})
+    );
+    assert_requests_reconstructable(&h.script, session);
+}
+
+#[tokio::test]
+async fn three_step_tool_turn() {
+    let h = Harness::new(vec![
+        tool_calls(&[("c1", "echo", r#"{"text":"one"}"#)]),
+        tool_calls(&[("c2", "echo", r#"{"text":"two"}"#)]),
+        text("done"),
+    ])
+    .await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        kinds(session),
+        s(&[
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "step/start",
+            "user/message",
+            "request/header",
+            "request/context",
+            "assistant/chunk*5",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "assistant/chunk*5",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "assistant/chunk*5",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ])
+    );
+    // The header was logged once: nothing changed between steps.
+    let msgs = session.derive_messages();
+    assert_eq!(msgs.len(), 6);
+    assert_eq!(
+        serde_json::to_value(&msgs[2].content).unwrap(),
+        json!([{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"one"}],"isError":false}])
+    );
+    // Step 2's request ends with step 1's tool result; step 3's with step 2's.
+    let reqs = h.script.requests.lock().unwrap();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(
+        reqs[1].opts.messages.last().unwrap().content,
+        msgs[2].content
+    );
+    assert_eq!(
+        reqs[2].opts.messages.last().unwrap().content,
+        msgs[4].content
+    );
+    drop(reqs);
+    assert_requests_reconstructable(&h.script, session);
+}
+
+#[tokio::test]
+async fn parallel_safe_calls_commit_in_model_order() {
+    let h = Harness::new(vec![
+        tool_calls(&[
+            ("slow", "echo", r#"{"text":"first","sleep_ms":200}"#),
+            ("fast", "echo", r#"{"text":"second"}"#),
+        ]),
+        text("ok"),
+    ])
+    .await;
+    register_echo(&h, true);
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    let calls: Vec<String> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str().starts_with("tool/"))
+        .map(|e| {
+            let v = e.data.to_value();
+            let id = v
+                .get("callId")
+                .cloned()
+                .or_else(|| v.pointer("/message/source/callId").cloned())
+                .unwrap();
+            format!("{}:{}", e.kind.as_str(), id.as_str().unwrap())
+        })
+        .collect();
+    // Both start before either result; results in model order although `fast` finished first.
+    assert_eq!(
+        calls,
+        s(&[
+            "tool/call:slow",
+            "tool/call:fast",
+            "tool/result:slow",
+            "tool/result:fast"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn followups_queue_fifo_one_per_turn() {
+    let h = Harness::new(vec![text("a"), text("b"), text("c")]).await;
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    agent.followup(user("two")).unwrap();
+    agent.followup(user("three")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    let prompts: Vec<String> = session
+        .events()
+        .iter()
+        .filter_map(|e| match &e.data {
+            dsh_session::EventData::UserMessage(m) => Some(m.text()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts, s(&["one", "two", "three"]));
+    assert_eq!(turn_end_reasons(session).len(), 3);
+    let reqs = h.script.requests.lock().unwrap();
+    assert_eq!(reqs[2].opts.messages.len(), 5);
+}
+
+#[tokio::test]
+async fn inject_while_idle_waits_for_the_next_wake() {
+    let h = Harness::new(vec![text("ok")]).await;
+    let agent = h.agent().await;
+    agent.inject(user("context")).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(kinds(agent.session()), s(&["agent/inbox/spliced"]));
+    agent.followup(user("prompt")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    let texts: Vec<String> = session.derive_messages().iter().map(|m| m.text()).collect();
+    // At the turn boundary the prompt comes first, then the injected next-step input.
+    assert_eq!(texts, s(&["prompt", "context", "ok"]));
+}
+
+#[tokio::test]
+async fn steering_during_a_running_step_enters_the_next_step() {
+    let h = Harness::new(vec![
+        tool_calls(&[("c1", "echo", r#"{"text":"x","sleep_ms":300}"#)]),
+        text("steered"),
+    ])
+    .await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    // Wait for the tool call to start, then steer.
+    for _ in 0..200 {
+        if kinds(agent.session()).contains(&"tool/call".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    agent.steer(user("also do y")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    let texts: Vec<String> = session.derive_messages().iter().map(|m| m.text()).collect();
+    assert_eq!(texts, s(&["go", "", "", "also do y", "steered"]));
+    assert_eq!(turn_end_reasons(session).len(), 1);
+}
+
+#[tokio::test]
+async fn pre_step_reject_ends_the_turn_blocked() {
+    let h = Harness::new(vec![]).await;
+    h.kernel
+        .root()
+        .on_waterfall::<AgentPreStep, _, _>(|_, _next| async { PreStepDecision::Reject })
+        .unwrap()
+        .detach();
+    let agent = h.agent().await;
+    agent.followup(user("blocked?")).unwrap();
+    idle(&agent).await;
+    assert_eq!(
+        kinds(agent.session()),
+        s(&[
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "turn/end"
+        ])
+    );
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![json!({"kind":"blocked"})]
+    );
+    assert!(h.script.requests.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn max_tokens_drops_tool_calls_and_is_sticky() {
+    let h = Harness::new(vec![Resp::Chunks(vec![
+        StreamChunk::TextDelta {
+            index: 0,
+            text: "partial".into(),
+        },
+        StreamChunk::ToolCallDelta {
+            index: 1,
+            id: "c1".into(),
+            name: Some("echo".into()),
+            arguments_delta: "{".into(),
+        },
+        finish(FinishReason::MaxTokens),
+    ])])
+    .await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        turn_end_reasons(session),
+        vec![json!({"kind":"max-tokens"})]
+    );
+    assert!(!kinds(session).contains(&"tool/call".to_owned()));
+    assert_eq!(session.derive_messages()[1].text(), "partial");
+}
+
+#[tokio::test]
+async fn request_error_then_retry_success_stays_in_the_same_turn_and_step() {
+    let h = Harness::new(vec![failure("SERVER"), text("recovered")]).await;
+    h.kernel
+        .root()
+        .on_waterfall::<AgentRequestError, _, _>(|_, _next| async { Some(RetryDecision::Retry) })
+        .unwrap()
+        .detach();
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        kinds(session),
+        s(&[
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "step/start",
+            "user/message",
+            "request/header",
+            "request/context",
+            "assistant/chunk*6",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ])
+    );
+    assert_eq!(turn_end_reasons(session), vec![json!({"kind":"completed"})]);
+    assert_eq!(h.script.requests.lock().unwrap().len(), 2);
+    assert_requests_reconstructable(&h.script, session);
+}
+
+#[tokio::test]
+async fn unrecovered_request_error_ends_the_turn_with_error() {
+    let h = Harness::new(vec![failure("AUTH")]).await;
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![json!({"kind":"error","error":{"message":"simulated AUTH","code":"AUTH"}})]
+    );
+}
+
+#[tokio::test]
+async fn cancel_mid_stream_logs_the_partial_message_as_interrupted() {
+    let h = Harness::new(vec![Resp::Hang(vec![
+        StreamChunk::BlockStart {
+            index: 0,
+            block_type: "text".into(),
+        },
+        StreamChunk::TextDelta {
+            index: 0,
+            text: "partial".into(),
+        },
+    ])])
+    .await;
+    let agent = h.agent().await;
+    agent.followup(user("long task")).unwrap();
+    for _ in 0..400 {
+        if kinds(agent.session()).contains(&"assistant/chunk*2".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    agent.cancel(AgentCancelCause::User, false);
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        kinds(session),
+        s(&[
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "step/start",
+            "user/message",
+            "request/header",
+            "request/context",
+            "assistant/chunk*2",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ])
+    );
+    let last_msg = session
+        .events()
+        .iter()
+        .rev()
+        .find(|e| e.kind.as_str() == "assistant/message")
+        .unwrap()
+        .data
+        .to_value();
+    assert_eq!(last_msg["interrupted"], json!(true));
+    assert_eq!(
+        last_msg["message"]["content"],
+        json!([{"type":"text","text":"partial"}])
+    );
+    assert_eq!(
+        turn_end_reasons(session),
+        vec![json!({"kind":"aborted","reason":{"kind":"user"}})]
+    );
+}
+
+#[tokio::test]
+async fn cancel_mid_tool_leaves_no_call_without_a_result() {
+    let h = Harness::new(vec![tool_calls(&[
+        ("c1", "echo", r#"{"text":"a","sleep_ms":10000}"#),
+        ("c2", "echo", r#"{"text":"b"}"#),
+    ])])
+    .await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    for _ in 0..400 {
+        if kinds(agent.session()).contains(&"tool/call".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    agent.cancel(AgentCancelCause::User, false);
+    idle(&agent).await;
+    let session = agent.session();
+    let tail: Vec<String> = kinds(session).into_iter().skip(8).collect();
+    assert_eq!(
+        tail,
+        s(&[
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "turn/end"
+        ])
+    );
+    let results: Vec<String> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "tool/result")
+        .map(|e| {
+            e.data.to_value()["message"]["content"][0]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(results[1], "Error: tool call aborted before dispatch");
+    assert_eq!(
+        turn_end_reasons(session),
+        vec![json!({"kind":"aborted","reason":{"kind":"user"}})]
+    );
+}
+
+#[tokio::test]
+async fn header_is_relogged_only_on_change() {
+    let h = Harness::new(vec![text("a"), text("b"), text("c")]).await;
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    let mut opts = agent.options();
+    opts.max_tokens = Some(77);
+    agent.set_options(opts);
+    agent.followup(user("three")).unwrap();
+    idle(&agent).await;
+    let headers: Vec<serde_json::Value> = agent
+        .session()
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "request/header")
+        .map(|e| e.data.to_value())
+        .collect();
+    assert_eq!(
+        headers,
+        vec![
+            json!({"header":{"config":{"provider":"test","model":"m"}},"reason":"initial"}),
+            json!({"header":{"config":{"provider":"test","model":"m","maxTokens":77}},"reason":"change"}),
+        ]
+    );
+    let contexts = agent
+        .session()
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "request/context")
+        .count();
+    assert_eq!(contexts, 1);
+    assert_requests_reconstructable(&h.script, agent.session());
+}
+
+#[tokio::test]
+async fn agent_emits_are_scope_filtered_to_the_agent() {
+    use dsh_agent::{AgentStatus, StatusKind};
+    let h = Harness::new(vec![text("a"), text("b")]).await;
+    let a1 = h.agent().await;
+    let a2 = h
+        .registry
+        .create(dsh_agent::CreateAgentOptions {
+            id: Some("s2".into()),
+            options: a1.options(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<(String, StatusKind)>::new()));
+    let s1 = seen.clone();
+    a1.ctx()
+        .on_emit::<AgentStatus>(move |p| {
+            s1.lock()
+                .unwrap()
+                .push((p.session.id().to_owned(), p.status));
+        })
+        .unwrap()
+        .detach();
+    a2.followup(user("x")).unwrap();
+    idle(&a2).await;
+    a1.followup(user("y")).unwrap();
+    idle(&a1).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            ("s1".to_owned(), StatusKind::Running),
+            ("s1".to_owned(), StatusKind::Idle)
+        ]
+    );
+}
