@@ -12,9 +12,10 @@
 //!    covers it because the next request cannot open before the flush. (`agent/pre-step` does not
 //!    exist yet in dsh; when the loop crate lands, hook it here.)
 //!
-//! The listeners are global (they see every agent's dispatch) and the barrier drains every
-//! session with pending events: the payloads carry no session id, and a superset barrier is
-//! still correct (only more durable).
+//! The listeners are global (they see every agent's dispatch). The barrier drains the calling
+//! session (`GenerateOptions::session_id`, `ToolExecution::caller.session_id`); without one it
+//! drains every session with pending events (a superset barrier is still correct). Nested tool
+//! dispatches (`call_id != root_call_id`) reuse the outer checkpoint and do not flush.
 
 use dsh_kernel::{BoxError, Context, ListenOptions};
 use dsh_llm::{LlmFailure, LlmStream};
@@ -35,7 +36,11 @@ pub fn register(ctx: &Context, coordinator: &WriteCoordinator) -> Result<(), Box
     ctx.on_waterfall_with::<LlmStream, _, _>(ListenOptions::global(), move |opts, next| {
         let coord = coord.clone();
         async move {
-            match coord.flush_all().await {
+            let flushed = match opts.session_id.as_deref() {
+                Some(id) => coord.flush(id).await,
+                None => coord.flush_all().await,
+            };
+            match flushed {
                 Ok(()) => next.run(opts).await,
                 Err(e) => {
                     tracing::error!(code = e.code(), error = %e, "checkpoint before llm/stream failed; request not sent");
@@ -50,9 +55,19 @@ pub fn register(ctx: &Context, coordinator: &WriteCoordinator) -> Result<(), Box
     ctx.on_waterfall_with::<ToolsExecute, _, _>(ListenOptions::global(), move |exec, next| {
         let coord = coord.clone();
         async move {
+            if exec.exec.call_id != exec.exec.root_call_id {
+                return next.run(exec).await;
+            }
             let signal = exec.signal.clone();
+            let session = exec.exec.caller.as_ref().map(|c| c.session_id.to_string());
+            let flush = async {
+                match session.as_deref() {
+                    Some(id) => coord.flush(id).await,
+                    None => coord.flush_all().await,
+                }
+            };
             let flushed = tokio::select! {
-                r = coord.flush_all() => Some(r),
+                r = flush => Some(r),
                 () = signal.cancelled() => None,
             };
             match flushed {

@@ -148,8 +148,10 @@ impl WriteCoordinator {
                 Some(h) => {
                     let this = self.clone();
                     let ctl = ctl.clone();
+                    // The deadline is fixed at admission of the first pending event.
+                    let deadline = tokio::time::Instant::now() + self.inner.delay;
                     h.spawn(async move {
-                        tokio::time::sleep(this.inner.delay).await;
+                        tokio::time::sleep_until(deadline).await;
                         this.window_expired(&ctl).await;
                     });
                 }

@@ -193,4 +193,3 @@ fn apply(ctx: &Context) -> std::result::Result<(), BoxError> {
 }
 
 dsh_kernel::plugin! { after = ["dsh-session", "dsh-llm", "dsh-tools"], apply = apply }
-

@@ -1,0 +1,217 @@
+//! SQLite backend: schema identity and pragmas, seam semantics (lazy create, first-seq check,
+//! listing), the shared crash repair, and JSONL ⇄ SQLite export/import on scripted sessions and on
+//! the upstream conformance corpus.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+
+use common::{Script, to_plain};
+use dsh_persistence::{
+    JsonlConfig, PersistenceError, SessionHeader, SessionPersistence, jsonl_persistence,
+};
+use dsh_persistence_sqlite::{APPLICATION_ID, SqliteConfig, copy_sessions, open_persistence};
+use dsh_session::{SessionEvent, check_invariants};
+use serde_json::json;
+
+fn header(id: &str) -> SessionHeader {
+    let mut h = SessionHeader::new(id, 1_700_000_000_000);
+    h.cwd = Some("/work/proj".into());
+    h.agent_preset = Some("coder".into());
+    h
+}
+
+fn db(dir: &std::path::Path) -> Arc<dsh_persistence_sqlite::SqlitePersistence> {
+    open_persistence(SqliteConfig {
+        path: dir.join("s.sqlite"),
+        pack_chunks: true,
+    })
+    .unwrap()
+}
+
+#[test]
+fn schema_identity_and_pragmas() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(db(dir.path()));
+    let conn = rusqlite::Connection::open(dir.path().join("s.sqlite")).unwrap();
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let ver: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!((app, ver, mode.as_str()), (APPLICATION_ID, 17, "wal"));
+    assert_eq!(APPLICATION_ID, 0x44534850);
+    let strict: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type='table' AND sql LIKE '%STRICT'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(strict, 3);
+    drop(conn);
+    // Re-open is fine; a foreign database is refused.
+    drop(db(dir.path()));
+    let foreign = dir.path().join("f.sqlite");
+    let c = rusqlite::Connection::open(&foreign).unwrap();
+    c.execute_batch("CREATE TABLE t(x)").unwrap();
+    drop(c);
+    let e = open_persistence(SqliteConfig {
+        path: foreign,
+        pack_chunks: true,
+    })
+    .err()
+    .unwrap();
+    assert_eq!(e.code(), "SESSION_PERSISTENCE_BACKEND");
+}
+
+#[test]
+fn round_trip_seq_check_list_and_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = db(dir.path());
+    let mut s = Script::default();
+    s.full_turn(1);
+    s.full_turn(2);
+    p.create(header("a")).unwrap();
+    assert_eq!(p.list().unwrap(), vec![]);
+    p.append("a", &s.events[..7]).unwrap();
+    let e = p.append("a", &s.events[8..9]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PersistenceError::SeqMismatch {
+                expected: 7,
+                got: 8,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    p.append("a", &s.events[7..]).unwrap();
+    let loaded = p.load("a").unwrap();
+    assert_eq!(loaded.events, to_plain(&s.events));
+    assert_eq!(loaded.header.agent_preset.as_deref(), Some("coder"));
+    assert_eq!(p.read_from("a", 30).unwrap(), to_plain(&s.events[30..]));
+    // Packed rows are stored as one physical row with ignorable = 0.
+    let conn = rusqlite::Connection::open(dir.path().join("s.sqlite")).unwrap();
+    let packed: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE ignorable = 0 AND type = 'text-chunks'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(packed, 2);
+    let sources: Vec<u8> = conn
+        .query_row(
+            "SELECT source_event_seqs FROM events WHERE type = 'tool/result' ORDER BY seq LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(sources, vec![8]); // varint of the tool/call seq 8
+
+    // Crash repair: an open turn with a logged call gets the same closers as JSONL.
+    let mut t = Script::default();
+    t.full_turn(1);
+    t.turn_start(2);
+    t.user("go");
+    t.step_start(2, 1);
+    t.assistant(2, 1, "x", &["c1"]);
+    let call_seq = t.tool_call(2, 1, "c1");
+    p.create(header("b")).unwrap();
+    p.append("b", &t.events).unwrap();
+    p.release("b");
+    let fresh = db(dir.path());
+    let repaired = fresh.load("b").unwrap();
+    assert_eq!(repaired.repair.closers, 3);
+    let closers: Vec<serde_json::Value> = repaired.events[t.events.len()..]
+        .iter()
+        .map(SessionEvent::to_value)
+        .collect();
+    assert_eq!(
+        closers[0]["data"]["error"],
+        json!({"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"})
+    );
+    assert_eq!(closers[0]["sourceEventSeqs"], json!([call_seq]));
+    assert_eq!(closers[2]["data"]["reason"], json!({"kind":"interrupted"}));
+    let again = db(dir.path()).load("b").unwrap();
+    assert_eq!(again.events, repaired.events);
+    assert_eq!(again.repair, Default::default());
+    let arcs: Vec<Arc<SessionEvent>> = again.events.into_iter().map(Arc::new).collect();
+    assert_eq!(check_invariants(&arcs, None), vec![]);
+    let ids: Vec<String> = fresh.list().unwrap().into_iter().map(|h| h.id).collect();
+    assert_eq!(ids, vec!["a", "b"]);
+}
+
+#[test]
+fn jsonl_sqlite_export_import_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = jsonl_persistence(JsonlConfig {
+        root: dir.path().join("j"),
+        pack_chunks: true,
+    });
+    let mut s = Script::default();
+    s.full_turn(1);
+    s.full_turn(2);
+    for id in ["x", "y"] {
+        j.create(header(id)).unwrap();
+        j.append(id, &s.events).unwrap();
+    }
+    let q = db(dir.path());
+    assert_eq!(copy_sessions(&*j, &*q).unwrap(), 2);
+    let j2 = jsonl_persistence(JsonlConfig {
+        root: dir.path().join("j2"),
+        pack_chunks: true,
+    });
+    assert_eq!(copy_sessions(&*q, &*j2).unwrap(), 2);
+    for id in ["x", "y"] {
+        assert_eq!(q.inspect(id).unwrap().events, to_plain(&s.events));
+        let a = std::fs::read(
+            dsh_persistence::log_path(&dir.path().join("j"), Some("/work/proj"), id).unwrap(),
+        )
+        .unwrap();
+        let b = std::fs::read(
+            dsh_persistence::log_path(&dir.path().join("j2"), Some("/work/proj"), id).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn conformance_corpus_jsonl_to_sqlite_identical_events() {
+    let Some(files) = common::corpus_files() else {
+        eprintln!(
+            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+        );
+        return;
+    };
+    let mut checked = 0;
+    for file in &files {
+        let filled = common::load_corpus_file(file);
+        if filled.records.is_empty() {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (id, _) = common::write_raw_log(&dir.path().join("j"), &filled);
+        let j = jsonl_persistence(JsonlConfig {
+            root: dir.path().join("j"),
+            pack_chunks: true,
+        });
+        let q = db(dir.path());
+        copy_sessions(&*j, &*q).unwrap();
+        let from_jsonl = j.inspect(&id).unwrap();
+        let from_sqlite = q.inspect(&id).unwrap();
+        assert_eq!(from_sqlite.events, from_jsonl.events, "{}", file.display());
+        assert_eq!(from_sqlite.header.id, from_jsonl.header.id);
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked}");
+}
