@@ -28,35 +28,44 @@ pub const SESSION_FORMAT_VERSION: u64 = 0;
 /// An event type name (`"turn/start"`, `"compaction/start"`, …). Core names are `'static`
 /// constants (no allocation); plugin names are owned strings. JSON: a plain string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EventType(Cow<'static, str>);
+pub struct EventType {
+    name: Cow<'static, str>,
+    /// Cached classification (a function of `name`), so hot-path checks do not re-match.
+    core: Option<CoreKind>,
+}
 
 impl EventType {
     /// `turn/start` — `{turn, trigger?}`.
-    pub const TURN_START: EventType = EventType(Cow::Borrowed("turn/start"));
+    pub const TURN_START: EventType = EventType::core_const("turn/start", CoreKind::TurnStart);
     /// `turn/end` — `{turn, reason}`.
-    pub const TURN_END: EventType = EventType(Cow::Borrowed("turn/end"));
+    pub const TURN_END: EventType = EventType::core_const("turn/end", CoreKind::TurnEnd);
     /// `step/start` — `{turn, step}`.
-    pub const STEP_START: EventType = EventType(Cow::Borrowed("step/start"));
+    pub const STEP_START: EventType = EventType::core_const("step/start", CoreKind::StepStart);
     /// `step/end` — `{turn, step}`.
-    pub const STEP_END: EventType = EventType(Cow::Borrowed("step/end"));
+    pub const STEP_END: EventType = EventType::core_const("step/end", CoreKind::StepEnd);
     /// `user/message` — the user-role `Message` itself (surface type).
-    pub const USER_MESSAGE: EventType = EventType(Cow::Borrowed("user/message"));
+    pub const USER_MESSAGE: EventType =
+        EventType::core_const("user/message", CoreKind::UserMessage);
     /// `assistant/chunk` — `{turn, step, chunk}`.
-    pub const ASSISTANT_CHUNK: EventType = EventType(Cow::Borrowed("assistant/chunk"));
+    pub const ASSISTANT_CHUNK: EventType =
+        EventType::core_const("assistant/chunk", CoreKind::AssistantChunk);
     /// `assistant/message` — `{turn, step, message, usage?, interrupted?}` (surface type).
-    pub const ASSISTANT_MESSAGE: EventType = EventType(Cow::Borrowed("assistant/message"));
+    pub const ASSISTANT_MESSAGE: EventType =
+        EventType::core_const("assistant/message", CoreKind::AssistantMessage);
     /// `tool/call` — `{turn, step, callId, name, arguments}`.
-    pub const TOOL_CALL: EventType = EventType(Cow::Borrowed("tool/call"));
+    pub const TOOL_CALL: EventType = EventType::core_const("tool/call", CoreKind::ToolCall);
     /// `tool/result` — `{turn, step, message, error?, meta?}` (surface type).
-    pub const TOOL_RESULT: EventType = EventType(Cow::Borrowed("tool/result"));
+    pub const TOOL_RESULT: EventType = EventType::core_const("tool/result", CoreKind::ToolResult);
     /// `todo/write` — `{todos}`.
-    pub const TODO_WRITE: EventType = EventType(Cow::Borrowed("todo/write"));
+    pub const TODO_WRITE: EventType = EventType::core_const("todo/write", CoreKind::TodoWrite);
     /// `request/header` — `{header, reason}`.
-    pub const REQUEST_HEADER: EventType = EventType(Cow::Borrowed("request/header"));
+    pub const REQUEST_HEADER: EventType =
+        EventType::core_const("request/header", CoreKind::RequestHeader);
     /// `request/context` — `{provider, model, contextWindow?}`.
-    pub const REQUEST_CONTEXT: EventType = EventType(Cow::Borrowed("request/context"));
+    pub const REQUEST_CONTEXT: EventType =
+        EventType::core_const("request/context", CoreKind::RequestContext);
     /// `session/end-seed` — `{}`; written only by the session constructor.
-    pub const END_SEED: EventType = EventType(Cow::Borrowed("session/end-seed"));
+    pub const END_SEED: EventType = EventType::core_const("session/end-seed", CoreKind::EndSeed);
 
     /// Every core type, in spec order.
     pub const CORE: [EventType; 13] = [
@@ -75,28 +84,44 @@ impl EventType {
         Self::END_SEED,
     ];
 
+    const fn core_const(name: &'static str, kind: CoreKind) -> Self {
+        EventType {
+            name: Cow::Borrowed(name),
+            core: Some(kind),
+        }
+    }
+
     /// A type from a name; core names reuse the `'static` constant.
     pub fn new(name: impl Into<String>) -> Self {
         let name: String = name.into();
         match CoreKind::of(&name) {
             Some(k) => k.event_type(),
-            None => EventType(Cow::Owned(name)),
+            None => EventType {
+                name: Cow::Owned(name),
+                core: None,
+            },
         }
     }
 
     /// A type from a `'static` name (no allocation).
-    pub const fn from_static(name: &'static str) -> Self {
-        EventType(Cow::Borrowed(name))
+    pub fn from_static(name: &'static str) -> Self {
+        match CoreKind::of(name) {
+            Some(k) => k.event_type(),
+            None => EventType {
+                name: Cow::Borrowed(name),
+                core: None,
+            },
+        }
     }
 
     /// The name.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.name
     }
 
-    /// The core kind, or `None` for plugin/unknown types.
+    /// The core kind, or `None` for plugin/unknown types (O(1), cached).
     pub fn core(&self) -> Option<CoreKind> {
-        CoreKind::of(&self.0)
+        self.core
     }
 
     /// True for the surface (message-producing) types: `user/message`, `assistant/message`,
@@ -108,7 +133,7 @@ impl EventType {
 
 impl std::fmt::Display for EventType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
     }
 }
 
@@ -116,7 +141,10 @@ impl From<&str> for EventType {
     fn from(s: &str) -> Self {
         match CoreKind::of(s) {
             Some(k) => k.event_type(),
-            None => EventType(Cow::Owned(s.to_owned())),
+            None => EventType {
+                name: Cow::Owned(s.to_owned()),
+                core: None,
+            },
         }
     }
 }
@@ -129,7 +157,7 @@ impl From<String> for EventType {
 
 impl Serialize for EventType {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(&self.name)
     }
 }
 
@@ -141,7 +169,7 @@ impl<'de> Deserialize<'de> for EventType {
 }
 
 /// The 13 core event types as a fieldless enum (for `match`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CoreKind {
     /// `turn/start`.
     TurnStart,

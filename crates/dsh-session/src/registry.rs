@@ -274,6 +274,9 @@ impl EventTypeRegistry {
         opaque: Option<&Value>,
         ignorable: bool,
     ) -> Result<Option<EventTypeDecl>, SessionError> {
+        if kind.core().is_some() {
+            return Ok(None);
+        }
         match self.status(kind) {
             TypeStatus::Core => Ok(None),
             TypeStatus::Forbidden => Err(SessionError::ForbiddenEventType {

@@ -79,7 +79,9 @@ pub fn fold_request_context(events: &[Arc<SessionEvent>]) -> Option<RequestConte
 
 #[derive(Debug, Default)]
 struct DeriveCache {
-    messages: Vec<Arc<Message>>,
+    /// Shared with snapshots handed out by `messages_snapshot`; pushed in place when no
+    /// snapshot is outstanding (`Arc::make_mut`).
+    messages: Arc<Vec<Arc<Message>>>,
     nodes_done: usize,
     generation: u64,
 }
@@ -181,15 +183,20 @@ impl State {
         let nodes = self.surface.nodes();
         let cache = &mut self.derived;
         if cache.generation != self.surface.generation() {
-            cache.messages.clear();
+            cache.messages = Arc::new(Vec::with_capacity(nodes.len()));
             cache.nodes_done = 0;
             cache.generation = self.surface.generation();
         }
-        for &seq in &nodes[cache.nodes_done.min(nodes.len())..] {
+        let start = cache.nodes_done.min(nodes.len());
+        if start == nodes.len() {
+            return;
+        }
+        let list = Arc::make_mut(&mut cache.messages);
+        for &seq in &nodes[start..] {
             if let Some(e) = usize::try_from(seq).ok().and_then(|i| self.events.get(i))
                 && let Some(m) = derive_event_message(e)
             {
-                cache.messages.push(m);
+                list.push(m);
             }
         }
         cache.nodes_done = nodes.len();
@@ -477,7 +484,7 @@ impl Session {
 
     fn append_inner(
         &self,
-        mut event: SessionEvent,
+        event: SessionEvent,
         stamp: bool,
     ) -> Result<Arc<SessionEvent>, SessionError> {
         let me = thread_token();
@@ -485,61 +492,35 @@ impl Session {
             return Err(SessionError::ReentrantAppend);
         }
         let _guard = self.append_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let (committed, result) = {
+        let (pre_ev, result) = {
             let mut st = self.lock_state();
-            let mut checker = st.invariants.clone();
-            let mut pre: Option<Checked> = None;
-            let mut next = st.next_seq();
-            let base_time = st.events.last().map_or(0, |e| e.time);
-            let now = if stamp {
-                now_ms().max(base_time)
-            } else {
-                event.time
+            let pending = st.end_seed_pending;
+            // The invariant tracker is advanced in place (a failed check leaves it unchanged
+            // and it runs last); only a pending end-seed needs a copy to roll back to.
+            let saved = pending.then(|| st.invariants.clone());
+            let mut checker = std::mem::take(&mut st.invariants);
+            let outcome = self.validate_candidate(&st, &mut checker, event, stamp);
+            let (pre, checked) = match outcome {
+                Ok(v) => v,
+                Err(e) => {
+                    st.invariants = saved.unwrap_or(checker);
+                    return Err(e);
+                }
             };
-            if st.end_seed_pending {
-                let seed_end = SessionEvent {
-                    kind: EventType::END_SEED,
-                    seq: next,
-                    time: now,
-                    data: EventData::EndSeed,
-                    ignorable: false,
-                    source_event_seqs: None,
-                    surface_op: None,
-                };
-                pre =
-                    Some(st.validate(seed_end, &self.registry, &mut checker, true, true, next)?);
-                next += 1;
-            }
-            if stamp {
-                event.seq = next;
-                event.time = now;
-            }
-            let checked = st.validate(
-                event,
-                &self.registry,
-                &mut checker,
-                false,
-                CHECK_INVARIANTS_ON_APPEND,
-                next,
-            )?;
             // Commit point: nothing below can fail.
-            let mut committed = Vec::with_capacity(2);
-            if let Some(p) = pre {
-                committed.push(st.commit(p));
+            let pre_ev = pre.map(|p| st.commit(p));
+            if pre_ev.is_some() {
                 st.end_seed_pending = false;
             }
             let ev = st.commit(checked);
             st.invariants = checker;
-            committed.push(ev.clone());
-            (committed, ev)
+            (pre_ev, ev)
         };
         if let Some(publisher) = self.publisher.get() {
             self.publishing.store(me, Ordering::Release);
-            for e in &committed {
-                let p = publisher.clone();
-                let e2 = e.clone();
+            for e in pre_ev.iter().chain(std::iter::once(&result)) {
                 if let Err(panic) =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || p(&e2)))
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| publisher(e)))
                 {
                     let msg = panic
                         .downcast_ref::<&str>()
@@ -552,6 +533,49 @@ impl Session {
             self.publishing.store(0, Ordering::Release);
         }
         Ok(result)
+    }
+
+    /// Validates a live candidate (and the pending end-seed before it, if any).
+    fn validate_candidate(
+        &self,
+        st: &State,
+        checker: &mut InvariantChecker,
+        mut event: SessionEvent,
+        stamp: bool,
+    ) -> Result<(Option<Checked>, Checked), SessionError> {
+        let mut next = st.next_seq();
+        let now = if stamp {
+            now_ms().max(st.events.last().map_or(0, |e| e.time))
+        } else {
+            event.time
+        };
+        let mut pre = None;
+        if st.end_seed_pending {
+            let seed_end = SessionEvent {
+                kind: EventType::END_SEED,
+                seq: next,
+                time: now,
+                data: EventData::EndSeed,
+                ignorable: false,
+                source_event_seqs: None,
+                surface_op: None,
+            };
+            pre = Some(st.validate(seed_end, &self.registry, checker, true, true, next)?);
+            next += 1;
+        }
+        if stamp {
+            event.seq = next;
+            event.time = now;
+        }
+        let checked = st.validate(
+            event,
+            &self.registry,
+            checker,
+            false,
+            CHECK_INVARIANTS_ON_APPEND,
+            next,
+        )?;
+        Ok((pre, checked))
     }
 
     /// True when the next live write will be preceded by `session/end-seed`.
@@ -572,7 +596,19 @@ impl Session {
     /// The derived model history: one message per surface node in order, skipping nodes that
     /// derive nothing. Cached: a call costs O(nodes added since the last call); a replace
     /// rebuilds from the (already shared) messages. Returns a fresh `Vec` of shared `Arc`s.
+    ///
+    /// Cost: projection O(new nodes) plus the copy of the `Arc` pointers (O(messages), one
+    /// refcount increment each). Use [`Session::messages_snapshot`] to avoid the copy.
     pub fn derive_messages(&self) -> Vec<Arc<Message>> {
+        let mut st = self.lock_state();
+        st.refresh_derived();
+        st.derived.messages.as_ref().clone()
+    }
+
+    /// The derived history as a shared immutable snapshot: O(new nodes) and no copy, as long
+    /// as the caller drops the previous snapshot before the next append (otherwise the next
+    /// refresh copies the list once). Same content as [`Session::derive_messages`].
+    pub fn messages_snapshot(&self) -> Arc<Vec<Arc<Message>>> {
         let mut st = self.lock_state();
         st.refresh_derived();
         st.derived.messages.clone()

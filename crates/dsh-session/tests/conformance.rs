@@ -16,6 +16,8 @@
 //! 5. Re-encode with `packed::pack` (re-packing rows) and compare every record with the filled
 //!    input record as JSON values (`json_equiv`); the header likewise.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
