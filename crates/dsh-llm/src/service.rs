@@ -441,7 +441,7 @@ impl LlmService {
     /// Adapter-side failures never surface as `Err`: they become one terminal
     /// `finish {kind:"error"|"aborted", failure}` chunk (aborted when `opts.signal` fired or the
     /// code is `ABORTED`): no adapter (`NO_ADAPTER`), an unsupported explicit effort
-    /// (`UNSUPPORTED_REASONING_EFFORT`), an `Err` item (its failure), a panic in the adapter
+    /// (`UNSUPPORTED_REASONING_EFFORT`), an `Err` item (its failure; an empty message becomes `LLM adapter failed`, an empty code `UNKNOWN`), a panic in the adapter
     /// (`UNKNOWN`), and cancellation while waiting for the next chunk (`ABORTED`, the adapter
     /// stream is dropped). Nothing is forwarded after a `finish`; a `stop` finish with zero
     /// blocks becomes `finish {error, EMPTY_RESPONSE}`. A stream that ends without `finish` ends
@@ -753,8 +753,14 @@ fn guard(stream: ChunkStream, signal: dsh_kernel::CancellationToken) -> ChunkStr
                 st.stream = None;
                 failure_finish(panic_failure(p.as_ref()), cancelled)
             }
-            Step::Item(Some(Ok(Err(failure)))) => {
+            Step::Item(Some(Ok(Err(mut failure)))) => {
                 st.stream = None;
+                if failure.message.is_empty() {
+                    failure.message = "LLM adapter failed".to_owned();
+                }
+                if failure.code.is_empty() {
+                    failure.code = codes::UNKNOWN.to_owned();
+                }
                 failure_finish(failure, cancelled)
             }
             Step::Item(Some(Ok(Ok(chunk)))) => match chunk {

@@ -764,3 +764,25 @@ async fn prepared_call_binds_one_adapter_and_is_one_shot() {
         "NO_ADAPTER"
     );
 }
+
+#[tokio::test]
+async fn empty_failure_fields_are_normalised() {
+    let (_k, _ctx, s, _u) = setup();
+    let blank = LlmFailure {
+        message: String::new(),
+        code: String::new(),
+        status: Some(500),
+        provider_retry_after_ms: None,
+        request_id: None,
+    };
+    let _h = s
+        .register_adapter(routes(&["a"]), Arc::new(Script::new(vec![Err(blank)])))
+        .unwrap();
+    let items = collect(s.stream(opts("a"))).await;
+    assert_eq!(
+        items,
+        vec![Ok(fin(FinishReason::Error {
+            failure: LlmFailure::new("UNKNOWN", "LLM adapter failed").with_status(500)
+        }))]
+    );
+}
