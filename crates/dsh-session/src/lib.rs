@@ -53,8 +53,16 @@ use std::sync::Arc;
 fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     let registry = Arc::new(EventTypeRegistry::with_upstream_catalog());
     ctx.provide(registry.clone())?.detach();
-    ctx.provide(Arc::new(SessionStore::new(ctx.clone(), registry)))?
-        .detach();
+    let store = Arc::new(SessionStore::new(ctx.clone(), registry));
+    ctx.provide(store.clone())?.detach();
+    // On teardown every live session is announced as disposed (persistence drains it).
+    ctx.effect(
+        "dispose live sessions",
+        vec![dsh_kernel::Disposer::infallible(move || {
+            store.dispose_all();
+        })],
+    )?
+    .detach();
     Ok(())
 }
 

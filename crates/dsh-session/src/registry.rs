@@ -212,6 +212,37 @@ impl EventTypeRegistry {
         Ok(())
     }
 
+    /// Declares `decl` for the lifetime of `ctx`'s scope: the declaration is removed (an
+    /// upstream-catalog name reverts to the catalog) when the returned registration is dropped
+    /// or the scope disposed. Call `.detach()` to bind it to the scope.
+    ///
+    /// # Errors
+    /// As [`EventTypeRegistry::register`]; [`SessionError::Registration`] if the scope is
+    /// inactive (the declaration is rolled back).
+    pub fn register_scoped(
+        self: &Arc<Self>,
+        ctx: &dsh_kernel::Context,
+        decl: EventTypeDecl,
+    ) -> Result<dsh_kernel::Registration, SessionError> {
+        let (name, owner) = (decl.name.clone(), decl.owner.clone());
+        self.register(decl)?;
+        let me = self.clone();
+        let (n2, o2) = (name.clone(), owner.clone());
+        ctx.effect(
+            format!("event type {name}"),
+            vec![dsh_kernel::Disposer::infallible(move || {
+                me.unregister(&n2, &o2);
+            })],
+        )
+        .map_err(|e| {
+            self.unregister(&name, &owner);
+            SessionError::Registration {
+                kind: name.clone(),
+                message: e.to_string(),
+            }
+        })
+    }
+
     /// Removes a plugin's declaration; an upstream-catalog name reverts to the catalog entry.
     /// Returns whether something was removed.
     pub fn unregister(&self, name: &str, owner: &str) -> bool {

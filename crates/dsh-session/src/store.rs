@@ -146,41 +146,71 @@ impl SessionStore {
                 message: format!("cwd `{cwd}` is not absolute"),
             });
         }
-        let session = Arc::new(Session::create_with(
-            id.clone(),
-            opts.seed,
-            Some(header),
-            self.registry.clone(),
-        )?);
-        let weak: Weak<Session> = Arc::downgrade(&session);
-        let ctx = self.ctx.clone();
-        let owner = opts.owner.clone();
-        session.set_publisher(Arc::new(move |event: &Arc<SessionEvent>| {
-            if let Some(session) = weak.upgrade() {
-                ctx.dispatch_to(owner.as_ref())
-                    .emit::<SessionEventEmitted>(&SessionEventNotice {
-                        session,
-                        event: event.clone(),
-                    });
-            }
-        }));
+        let session = Session::create_with(id, opts.seed, Some(header), self.registry.clone())?;
+        self.adopt(session, opts.owner)
+    }
+
+    /// Makes an already constructed session live (e.g. `Session::from_restore_with(…,
+    /// store.registry().clone())` for a resume that must not write `session/end-seed`):
+    /// installs its `session/event` publisher, lists it and emits `session/created`.
+    ///
+    /// # Errors
+    /// [`SessionError::DuplicateSession`] when its id is live;
+    /// [`SessionError::Registration`] when it already has a publisher (adopted elsewhere).
+    pub fn adopt(
+        &self,
+        session: Session,
+        owner: Option<ScopeKey>,
+    ) -> Result<Arc<Session>, SessionError> {
+        let id = session.id().to_owned();
+        let session = Arc::new(session);
         {
             let mut list = self.lock();
             if list.iter().any(|e| e.session.id() == id) {
                 return Err(SessionError::DuplicateSession { id });
             }
+            let weak: Weak<Session> = Arc::downgrade(&session);
+            let ctx = self.ctx.clone();
+            let key = owner.clone();
+            let installed = session.set_publisher(Arc::new(move |event: &Arc<SessionEvent>| {
+                if let Some(session) = weak.upgrade() {
+                    ctx.dispatch_to(key.as_ref()).emit::<SessionEventEmitted>(
+                        &SessionEventNotice {
+                            session,
+                            event: event.clone(),
+                        },
+                    );
+                }
+            }));
+            if !installed {
+                return Err(SessionError::Registration {
+                    kind: "session/event".to_owned(),
+                    message: format!("session `{id}` already has a publisher"),
+                });
+            }
             list.push(Entry {
                 session: session.clone(),
-                owner: opts.owner.clone(),
+                owner: owner.clone(),
             });
         }
         self.ctx
-            .dispatch_to(opts.owner.as_ref())
+            .dispatch_to(owner.as_ref())
             .emit::<SessionCreated>(&SessionNotice {
                 session: session.clone(),
-                owner: opts.owner,
+                owner,
             });
         Ok(session)
+    }
+
+    /// Disposes every live session (emitting `session/disposed` for each, in creation order).
+    /// Run by the plugin when its scope is disposed. Returns how many were disposed.
+    pub fn dispose_all(&self) -> usize {
+        let ids: Vec<String> = self
+            .lock()
+            .iter()
+            .map(|e| e.session.id().to_owned())
+            .collect();
+        ids.iter().filter(|id| self.dispose(id)).count()
     }
 
     /// Publishes a session restored from its stored log (resume): validates it like

@@ -485,6 +485,34 @@ fn registry_takeover_validation_and_conflicts() {
 }
 
 #[test]
+fn scoped_registration_reverts_on_dispose() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("rt");
+    rt.block_on(async {
+        let kernel = dsh_kernel::Kernel::new();
+        let ctx = kernel.root().child("plugin").expect("ctx");
+        let reg = Arc::new(EventTypeRegistry::with_upstream_catalog());
+        reg.register_scoped(&ctx, EventTypeDecl::new("plan/mode", "dsh-plan", false))
+            .expect("register")
+            .detach();
+        reg.register_scoped(&ctx, EventTypeDecl::new("mine/t", "dsh-plan", true))
+            .expect("register")
+            .detach();
+        assert_eq!(
+            reg.get("plan/mode").map(|d| d.owner),
+            Some("dsh-plan".to_owned())
+        );
+        ctx.dispose().await;
+        assert_eq!(
+            reg.get("plan/mode").map(|d| d.owner),
+            Some(UPSTREAM_CATALOG_OWNER.to_owned())
+        );
+        assert!(reg.get("mine/t").is_none());
+    });
+}
+
+#[test]
 fn bad_input_error_codes_are_distinct() {
     let s = session();
     s.append(
@@ -1089,6 +1117,40 @@ fn reentrant_append_from_observer_is_refused() {
         .expect("append");
     assert_eq!(*result.lock().expect("lock"), Some("REENTRANT_APPEND"));
     assert_eq!(s.len(), 1);
+}
+
+#[test]
+fn store_adopt_restored_session_writes_no_end_seed() {
+    let (_kernel, st) = store();
+    let src = Session::create("r", None, None).expect("s");
+    src.append(
+        EventType::USER_MESSAGE,
+        user("q"),
+        Some(SurfaceIntent::append()),
+    )
+    .expect("u");
+    let events: Vec<SessionEvent> = src.events().iter().map(|e| (**e).clone()).collect();
+    let restored =
+        Session::from_restore_with("r", events, None, st.registry().clone()).expect("restore");
+    let live = st.adopt(restored, None).expect("adopt");
+    live.append(
+        EventType::USER_MESSAGE,
+        user("r"),
+        Some(SurfaceIntent::append()),
+    )
+    .expect("u");
+    assert_eq!(
+        live.events().iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert_eq!(
+        st.adopt(Session::create("r", None, None).expect("s"), None)
+            .map(|_| ())
+            .map_err(|e| e.code()),
+        Err("DUPLICATE_SESSION")
+    );
+    assert_eq!(st.dispose_all(), 1);
+    assert!(st.list().is_empty());
 }
 
 #[test]
