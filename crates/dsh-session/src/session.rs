@@ -97,6 +97,31 @@ struct State {
     end_seed_pending: bool,
 }
 
+/// Message-shape rules of the surface payloads: `user/message` and `tool/result` carry a
+/// user-role message, `assistant/message` an assistant-role message with model provenance
+/// (`source.kind == "model"`).
+fn check_roles(e: &SessionEvent) -> Result<(), SessionError> {
+    use dsh_llm::{MessageSource, Role};
+    let bad = |m: &str| Err(SessionError::malformed(Some(e.seq), m));
+    match &e.data {
+        EventData::UserMessage(m) if m.role != Role::User => {
+            bad("user/message must carry a user-role message")
+        }
+        EventData::ToolResult(d) if d.message.role != Role::User => {
+            bad("tool/result must carry a user-role message")
+        }
+        EventData::AssistantMessage(d) if d.message.role != Role::Assistant => {
+            bad("assistant/message must carry an assistant-role message")
+        }
+        EventData::AssistantMessage(d)
+            if !matches!(d.message.source, MessageSource::Model { .. }) =>
+        {
+            bad("assistant/message must carry model provenance (source.kind = model)")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What `commit` should do with an event that passed validation.
 struct Checked {
     event: Arc<SessionEvent>,
@@ -137,6 +162,7 @@ impl State {
                 format!("payload variant does not match event type `{}`", e.kind),
             ));
         }
+        check_roles(&e)?;
         if core == Some(CoreKind::EndSeed) && !allow_end_seed {
             return Err(SessionError::ForbiddenEventType {
                 kind: e.kind.to_string(),

@@ -411,6 +411,43 @@ fn type_admission() {
         "MALFORMED_EVENT"
     );
     assert_eq!(s.len(), 2);
+    let mut m = Message::user_text("x");
+    m.role = dsh_llm::Role::Assistant;
+    let wrong_role = EventData::UserMessage(Arc::new(m));
+    assert_eq!(
+        code(s.append(
+            EventType::USER_MESSAGE,
+            wrong_role,
+            Some(SurfaceIntent::append())
+        )),
+        "MALFORMED_EVENT"
+    );
+    s.append(EventType::TURN_START, turn_start(1), None)
+        .expect("turn");
+    s.append(
+        EventType::STEP_START,
+        EventData::StepStart(step(1, 1)),
+        None,
+    )
+    .expect("step");
+    let mut m = Message::assistant(vec![ContentBlock::text("x")], "p", "m", None);
+    m.source = dsh_llm::MessageSource::User;
+    let no_model = EventData::AssistantMessage(AssistantMessageData {
+        turn: 1,
+        step: 1,
+        message: Arc::new(m),
+        usage: None,
+        interrupted: None,
+    });
+    assert_eq!(
+        code(s.append(
+            EventType::ASSISTANT_MESSAGE,
+            no_model,
+            Some(SurfaceIntent::append())
+        )),
+        "MALFORMED_EVENT"
+    );
+    assert_eq!(s.len(), 4);
 }
 
 #[test]

@@ -297,3 +297,68 @@ fn conformance_upstream_sessions_round_trip() {
         failures.join("\n")
     );
 }
+
+/// Corrupting a corpus log gives typed errors: a dropped event is a seq gap, a renamed type is
+/// unknown, a broken surface op is refused.
+#[test]
+fn conformance_corrupted_logs_are_refused_with_typed_errors() {
+    let Some(dir) = corpus_dir() else {
+        eprintln!("conformance corpus absent, skipped");
+        return;
+    };
+    let path = dir.join("examples__acp-agent__snapshots__bash-tool-turn__session.jsonl");
+    if !path.exists() {
+        eprintln!("conformance corpus absent, skipped");
+        return;
+    }
+    let text = std::fs::read_to_string(&path).expect("read");
+    let mut raw: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    raw.iter_mut().for_each(fill);
+    let load = |records: Vec<Value>| -> Result<(), String> {
+        let events = packed::unpack(records).map_err(|e| e.code().to_owned())?;
+        Session::from_restore("x", events, None)
+            .map(|_| ())
+            .map_err(|e| e.code().to_owned())
+    };
+    let good = restore_envelopes(raw.clone()).expect("fill");
+    assert_eq!(load(good.clone()), Ok(()));
+
+    let mut gap = good.clone();
+    gap.remove(2);
+    assert_eq!(load(gap), Err("SEQ_GAP".to_owned()));
+
+    let mut unknown = good.clone();
+    unknown[0]["type"] = json!("agent/inbox/mystery");
+    assert_eq!(load(unknown), Err("UNKNOWN_EVENT_TYPE".to_owned()));
+
+    let mut ignorable = good.clone();
+    ignorable[0]["type"] = json!("agent/inbox/mystery");
+    ignorable[0]["ignorable"] = json!(true);
+    assert_eq!(load(ignorable), Ok(()));
+
+    let i = good
+        .iter()
+        .position(|r| r["type"] == "user/message")
+        .expect("user message");
+    let mut no_op = good.clone();
+    no_op[i].as_object_mut().expect("obj").remove("surfaceOp");
+    assert_eq!(load(no_op), Err("MISSING_SURFACE_INTENT".to_owned()));
+
+    let mut bad_replace = good.clone();
+    bad_replace[i]["surfaceOp"] = json!({"op": "replace", "start": 0, "end": 0});
+    bad_replace[i]["sourceEventSeqs"] = json!([0]);
+    assert_eq!(load(bad_replace), Err("BAD_SURFACE_OP".to_owned()));
+
+    let mut bad_row = good.clone();
+    let r = good
+        .iter()
+        .position(|r| r["type"] == "reasoning-chunks")
+        .expect("row");
+    bad_row[r]["data"]["dt"] = json!([]);
+    assert_eq!(load(bad_row), Err("MALFORMED_PACKED_ROW".to_owned()));
+}

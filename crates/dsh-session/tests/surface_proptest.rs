@@ -123,7 +123,10 @@ proptest! {
             } else {
                 prop_assert_eq!(s.len(), before + 1);
             }
-            prop_assert_eq!(s.derive_messages(), naive(&s));
+            let expected = naive(&s);
+            prop_assert_eq!(&s.derive_messages(), &expected);
+            let snapshot = s.messages_snapshot();
+            prop_assert_eq!(snapshot.as_ref(), &expected);
         }
     }
 }
