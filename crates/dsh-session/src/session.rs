@@ -8,7 +8,11 @@
 //! serialized by an append lock that is held through publication, so observers see events in
 //! seq order; projections take a short state lock and never wait for publication. An append
 //! from a `session/event` observer of the same session on the publishing thread is refused
-//! with `REENTRANT_APPEND` before the log changes.
+//! with `REENTRANT_APPEND` before the log changes. An observer must not block on another thread
+//! that appends to the same session (that append waits for the publication to finish).
+//!
+//! Invariants ([`crate::InvariantChecker`]) are always tracked; violations are refused on
+//! restore always and on live appends in debug builds only (`cfg(debug_assertions)`).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
