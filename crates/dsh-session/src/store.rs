@@ -229,41 +229,8 @@ impl SessionStore {
         if self.lock().iter().any(|e| e.session.id() == id) {
             return Err(SessionError::DuplicateSession { id });
         }
-        let session = Arc::new(Session::from_restore_with(
-            id.clone(),
-            events,
-            Some(header),
-            self.registry.clone(),
-        )?);
-        let weak: Weak<Session> = Arc::downgrade(&session);
-        let ctx = self.ctx.clone();
-        let publisher_owner = owner.clone();
-        session.set_publisher(Arc::new(move |event: &Arc<SessionEvent>| {
-            if let Some(session) = weak.upgrade() {
-                ctx.dispatch_to(publisher_owner.as_ref())
-                    .emit::<SessionEventEmitted>(&SessionEventNotice {
-                        session,
-                        event: event.clone(),
-                    });
-            }
-        }));
-        {
-            let mut list = self.lock();
-            if list.iter().any(|e| e.session.id() == id) {
-                return Err(SessionError::DuplicateSession { id });
-            }
-            list.push(Entry {
-                session: session.clone(),
-                owner: owner.clone(),
-            });
-        }
-        self.ctx
-            .dispatch_to(owner.as_ref())
-            .emit::<SessionCreated>(&SessionNotice {
-                session: session.clone(),
-                owner,
-            });
-        Ok(session)
+        let session = Session::from_restore_with(id, events, Some(header), self.registry.clone())?;
+        self.adopt(session, owner)
     }
 
     /// The live session with `id`.

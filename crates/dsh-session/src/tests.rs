@@ -1186,7 +1186,11 @@ fn store_adopt_restored_session_writes_no_end_seed() {
             .map_err(|e| e.code()),
         Err("DUPLICATE_SESSION")
     );
-    assert_eq!(st.dispose_all(), 1);
+    let again = st
+        .restore(vec![], SessionHeader::new("r2", 5), None)
+        .expect("restore");
+    assert_eq!((again.id(), again.end_seed_pending()), ("r2", false));
+    assert_eq!(st.dispose_all(), 2);
     assert!(st.list().is_empty());
 }
 
