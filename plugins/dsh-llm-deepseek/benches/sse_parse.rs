@@ -3,7 +3,7 @@
 //! reported in elements = chunks produced. Target: ≥ 1 M chunks/s.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dsh_llm_deepseek::translate_sse_bytes;
+use dsh_llm_deepseek::{StreamTranslator, translate_sse_bytes};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
@@ -46,6 +46,26 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(chunks));
         g.bench_function(name, |b| b.iter(|| translate_sse_bytes(&body, read)));
     }
+    g.finish();
+
+    // the chunk translator alone (SSE framing already done): where the time goes
+    let mut g = c.benchmark_group("translator_only");
+    let body = String::from_utf8(synthetic(2000)).unwrap_or_default();
+    let payloads: Vec<&str> = body
+        .split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .collect();
+    let run = |payloads: &[&str]| {
+        let mut tr = StreamTranslator::new();
+        let mut out = Vec::with_capacity(payloads.len() + 8);
+        for p in payloads {
+            tr.push_data(p, &mut out);
+        }
+        tr.finish_eof(&mut out);
+        out
+    };
+    g.throughput(Throughput::Elements(run(&payloads).len() as u64));
+    g.bench_function("synthetic_4000_frames", |b| b.iter(|| run(&payloads)));
     g.finish();
 }
 
