@@ -379,11 +379,20 @@ impl WindowBuilder {
         }
     }
 
+    /// True once no further line can enter the window (only counting remains).
+    fn full(&self) -> bool {
+        self.truncated || self.lines.len() >= self.caps.limit
+    }
+
     fn append(&mut self, seg: &str) {
         if seg.is_empty() {
             return;
         }
         self.buf_nonempty = true;
+        // the current line is number `total + 1`: keep its text only inside the window
+        if self.total + 1 < self.caps.offset || self.full() {
+            return;
+        }
         let cap = self.caps.max_line_chars + 1;
         if self.buf_chars >= cap {
             return;
@@ -438,12 +447,23 @@ impl WindowBuilder {
     /// Feeds the next decoded chunk (chunk boundaries carry no meaning).
     pub fn push(&mut self, chunk: &str) {
         let mut rest = chunk;
-        while let Some(i) = rest.find('\n') {
+        while !self.full() {
+            let Some(i) = rest.find('\n') else {
+                self.append(rest);
+                return;
+            };
             self.append(&rest[..i]);
             self.flush();
             rest = &rest[i + 1..];
         }
-        self.append(rest);
+        // window complete: only count the remaining lines
+        let newlines = rest.bytes().filter(|&b| b == b'\n').count();
+        if newlines > 0 {
+            self.total += newlines;
+            self.buf_nonempty = !rest.ends_with('\n');
+        } else if !rest.is_empty() {
+            self.buf_nonempty = true;
+        }
     }
 
     /// Finishes the window.

@@ -816,3 +816,61 @@ fn cancelled_read_is_aborted() {
     assert_eq!(err.code(), "FS_ABORTED");
     assert_eq!(err.to_string(), "read aborted");
 }
+
+#[test]
+fn window_counts_every_line_after_it_fills_across_chunks() {
+    let w = ws();
+    // 200_000 lines (> several 64 KiB chunks), last line without newline
+    let mut s: String = (1..200_000).map(|i| format!("row {i}\r\n")).collect();
+    s.push_str("last");
+    w.put("rows.txt", s.as_bytes());
+    let t = w.target("rows.txt", Access::Read);
+    let out =
+        w.fs.read_text(
+            &t,
+            WindowCaps {
+                offset: 150_000,
+                limit: 2,
+                ..caps()
+            },
+        )
+        .unwrap();
+    assert_eq!(out.window.total_lines, 200_000);
+    assert_eq!(
+        out.window.lines,
+        vec![
+            dsh_fs::WindowLine {
+                number: 150_000,
+                text: "row 150000".into()
+            },
+            dsh_fs::WindowLine {
+                number: 150_001,
+                text: "row 150001".into()
+            },
+        ]
+    );
+    let out =
+        w.fs.read_text(
+            &t,
+            WindowCaps {
+                offset: 200_000,
+                limit: 5,
+                ..caps()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        out.window.lines,
+        vec![dsh_fs::WindowLine {
+            number: 200_000,
+            text: "last".into()
+        }]
+    );
+    // with a trailing newline the count is the same
+    s.push('\n');
+    w.put("rows.txt", s.as_bytes());
+    let out =
+        w.fs.read_text(&t, WindowCaps { limit: 1, ..caps() })
+            .unwrap();
+    assert_eq!(out.window.total_lines, 200_000);
+}
