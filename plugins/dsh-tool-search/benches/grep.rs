@@ -109,6 +109,17 @@ fn bench(c: &mut Criterion) {
         .status()
         .is_ok_and(|s| s.success());
     if rg_ok {
+        // Sanity: both sides must find the same matching lines.
+        let engine_total = grep(&root, &req, &opts, None)
+            .map(|o| o.total_matches)
+            .unwrap_or(0);
+        let rg_lines = Command::new("rg")
+            .args(["--no-require-git", "--line-number", "needle"])
+            .arg(&root)
+            .output()
+            .map(|o| o.stdout.iter().filter(|&&b| b == b'\n').count())
+            .unwrap_or(0);
+        eprintln!("matching lines: dsh engine {engine_total}, ripgrep {rg_lines}");
         g.bench_function("ripgrep", |b| {
             b.iter(|| {
                 black_box(

@@ -22,8 +22,22 @@ impl JobWork for BashJob {
     }
 }
 
-/// Maps a finished process onto the job vocabulary (see the module doc).
+/// Maps a finished process onto the job vocabulary (see the module doc); escaped pids that
+/// still held the pipes are appended to the detail as `; still running outside the group: pid <p>`.
 pub fn process_outcome(o: &ProcessOutcome) -> JobOutcome {
+    let mut out = base_outcome(o);
+    if !o.leftover_pids.is_empty() {
+        let pids: Vec<String> = o.leftover_pids.iter().map(|p| format!("pid {p}")).collect();
+        let extra = format!("still running outside the group: {}", pids.join(", "));
+        out.detail = Some(match out.detail {
+            Some(d) => format!("{d}; {extra}"),
+            None => extra,
+        });
+    }
+    out
+}
+
+fn base_outcome(o: &ProcessOutcome) -> JobOutcome {
     match (&o.signal, o.aborted) {
         (Some(sig), _) => JobOutcome {
             status: JobStatus::Killed,
@@ -63,4 +77,42 @@ pub fn start_bash_job(
         Arc::new(BashJob(proc)),
         done,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_mapping() {
+        let o =
+            |exit_code, signal: Option<&str>, aborted, leftover_pids: Vec<u32>| ProcessOutcome {
+                exit_code,
+                signal: signal.map(String::from),
+                timed_out: false,
+                aborted,
+                leftover_pids,
+            };
+        assert_eq!(
+            process_outcome(&o(Some(3), None, false, vec![])),
+            JobOutcome {
+                status: JobStatus::Completed,
+                detail: Some("exit code: 3".into())
+            }
+        );
+        assert_eq!(
+            process_outcome(&o(None, Some("SIGTERM"), true, vec![])),
+            JobOutcome {
+                status: JobStatus::Killed,
+                detail: Some("signal: SIGTERM".into())
+            }
+        );
+        assert_eq!(
+            process_outcome(&o(Some(0), None, true, vec![7])),
+            JobOutcome {
+                status: JobStatus::Killed,
+                detail: Some("killed before exit; still running outside the group: pid 7".into())
+            }
+        );
+    }
 }
