@@ -17,7 +17,7 @@
 //!   (`FS_NOT_OBSERVED`, `FS_STALE_VERSION` — both messages say to read again); creating a new
 //!   file needs no read. Own writes refresh the observation, so consecutive edits need no re-read.
 //! - Failures are typed results: `error.info = {name: "FsError", code: "FS_*"}`.
-//! - `meta`: read → `{path, offset, lines:[{number,text}], totalLines}`; write →
+//! - `meta`: read → `{path, offset, lines:[{number,text}], totalLines, lang?}`; write →
 //!   `{path, operation, diff}`; edit → `{path, replacements, diff}` where `diff` is a unified
 //!   diff (3 lines of context) of the LF-normalised text.
 //!
@@ -29,7 +29,7 @@ mod tools;
 
 pub use tools::{
     EditArgs, EditValue, FsToolsConfig, LineValue, ReadArgs, ReadValue, WriteArgs, WriteValue,
-    fs_failure,
+    fs_failure, lang_from_path,
 };
 
 /// The plugin id (= package name).

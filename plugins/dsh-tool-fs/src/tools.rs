@@ -264,11 +264,31 @@ fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
         vec![ContentBlock::text(text::format_read(&v.path, &window))]
     })
     .presentation_meta(|_, v| {
-        Some(json!({
+        let mut meta = json!({
             "path": v.path,
             "offset": v.offset,
             "lines": v.lines.iter().map(|l| json!({"number": l.number, "text": l.text})).collect::<Vec<_>>(),
             "totalLines": v.total_lines,
+        });
+        if let (Some(lang), Some(m)) = (lang_from_path(&v.path), meta.as_object_mut()) {
+            m.insert("lang".into(), json!(lang));
+        }
+        Some(meta)
+    })
+    .present_call(|a| {
+        let window = match (a.offset, a.limit) {
+            (o, Some(l)) if l > 0 => {
+                let o = o.unwrap_or(1);
+                format!(" ({o} - {})", o + l - 1)
+            }
+            (Some(o), _) => format!(" (from line {o})"),
+            _ => String::new(),
+        };
+        Some(json!({
+            "card": "generic",
+            "title": format!("Read {}{window}", a.file_path),
+            "kind": "read",
+            "locations": [{"path": a.file_path, "line": a.offset.unwrap_or(1)}],
         }))
     })
     .execute(move |args: ReadArgs, cx| {
@@ -349,6 +369,14 @@ fn write_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Too
                 v.path
             ))]
         })
+        .present_call(|a| {
+            Some(json!({
+                "card": "diff",
+                "title": format!("Write {}", a.file_path),
+                "diffs": [{"path": a.file_path, "oldText": null, "newText": a.content}],
+                "locations": [{"path": a.file_path}],
+            }))
+        })
         .presentation_meta(|_, v| {
             let diff = v
                 .before
@@ -418,6 +446,19 @@ fn edit_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
         };
         vec![ContentBlock::text(text)]
     })
+    .present_call(|a| {
+        let old = if a.old_string.is_empty() {
+            serde_json::Value::Null
+        } else {
+            json!(a.old_string)
+        };
+        Some(json!({
+            "card": "diff",
+            "title": format!("Edit {}", a.file_path),
+            "diffs": [{"path": a.file_path, "oldText": old, "newText": a.new_string}],
+            "locations": [{"path": a.file_path}],
+        }))
+    })
     .presentation_meta(|_, v| {
         Some(json!({
             "path": v.path,
@@ -468,5 +509,48 @@ fn edit_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
             })
             .await
         }
+    })
+}
+
+/// Syntax-highlighting hint from a path's extension (upstream `langFromPath`, same table);
+/// `None` for dotfiles and unknown extensions.
+pub fn lang_from_path(path: &str) -> Option<&'static str> {
+    let base = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let dot = base.rfind('.')?;
+    if dot == 0 {
+        return None;
+    }
+    let ext = base[dot + 1..].to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "ts" | "mts" | "cts" => "ts",
+        "tsx" => "tsx",
+        "js" | "mjs" | "cjs" => "js",
+        "jsx" => "jsx",
+        "json" | "jsonc" => "json",
+        "py" => "py",
+        "rb" => "rb",
+        "go" => "go",
+        "rs" => "rs",
+        "java" => "java",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "hpp" | "cxx" => "cpp",
+        "cs" => "cs",
+        "kt" => "kotlin",
+        "swift" => "swift",
+        "php" => "php",
+        "sh" | "bash" | "zsh" => "sh",
+        "yaml" | "yml" => "yaml",
+        "toml" => "toml",
+        "ini" => "ini",
+        "md" | "markdown" => "md",
+        "mdx" => "mdx",
+        "html" | "htm" => "html",
+        "css" => "css",
+        "scss" => "scss",
+        "less" => "less",
+        "sql" => "sql",
+        "xml" => "xml",
+        "lua" => "lua",
+        _ => return None,
     })
 }

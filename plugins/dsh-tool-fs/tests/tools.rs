@@ -371,3 +371,28 @@ async fn disposed_session_forgets_its_observations() {
         });
     assert_eq!(obs.get("s-1", &t), None);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn present_call_intents_and_lang() {
+    let h = h().await;
+    let reg = h.kernel.root().require::<ToolRegistry>().unwrap();
+    let read = reg.get("read", None).unwrap();
+    assert_eq!(
+        read.present_call(&json!({"file_path": "src/a.rs", "offset": 5, "limit": 4})),
+        Some(
+            json!({"card": "generic", "title": "Read src/a.rs (5 - 8)", "kind": "read", "locations": [{"path": "src/a.rs", "line": 5}]})
+        )
+    );
+    let edit = reg.get("edit", None).unwrap();
+    assert_eq!(
+        edit.present_call(&json!({"file_path": "a.rs", "old_string": "x", "new_string": "y"})),
+        Some(
+            json!({"card": "diff", "title": "Edit a.rs", "diffs": [{"path": "a.rs", "oldText": "x", "newText": "y"}], "locations": [{"path": "a.rs"}]})
+        )
+    );
+    assert_eq!(dsh_tool_fs::lang_from_path("/x/Main.RS"), Some("rs"));
+    assert_eq!(dsh_tool_fs::lang_from_path("/x/.gitignore"), None);
+    fs::write(h.p("m.py"), "x = 1\n").unwrap();
+    let r = h.call("read", json!({"file_path": "m.py"})).await;
+    assert_eq!(r.meta().unwrap()["lang"], json!("py"));
+}
