@@ -15,8 +15,8 @@ use dsh_agent::{
 };
 use dsh_kernel::{BoxError, CancellationToken, Context};
 use dsh_llm::{
-    BlockAssembler, ContextSection, FinishReason, GenerateOptions, LlmCallConfig, LlmFailure,
-    LlmService, Message, StreamChunk, codes,
+    BlockAssembler, FinishReason, GenerateOptions, LlmCallConfig, LlmFailure, LlmService, Message,
+    StreamChunk, codes,
 };
 use dsh_session::{
     AssistantChunkData, AssistantMessageData, EventData, RequestContext, RequestHeaderData,
@@ -30,7 +30,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::LoopConfig;
-use crate::prompt::{PromptSource, snapshot_message};
+use crate::prompt::{PromptParts, RetainedSnapshot, snapshot_for};
 
 /// Why a turn stopped early.
 enum TurnFail {
@@ -63,9 +63,10 @@ enum StepEnd {
 struct RunnerState {
     /// A request was already made by this loop instance (header reason `change` from now on).
     requested: bool,
-    /// The runtime-context sections last sent (`None` = none sent / unknown).
-    last_snapshot: Option<Vec<ContextSection>>,
-    snapshot_known: bool,
+    /// The runtime-context snapshot still on the surface (`None` = not yet read from the log).
+    retained: Option<RetainedSnapshot>,
+    /// The last turn number (scanned from the log once, then tracked).
+    last_turn: Option<u64>,
 }
 
 /// The per-agent turn runner (one per agent: it holds the loop instance's request memory).
@@ -75,16 +76,14 @@ pub struct Runner(Arc<RunnerInner>);
 struct RunnerInner {
     ctx: Context,
     config: LoopConfig,
-    prompt: Arc<dyn PromptSource>,
     state: Mutex<RunnerState>,
 }
 
 impl Runner {
-    pub(crate) fn new(ctx: Context, config: LoopConfig, prompt: Arc<dyn PromptSource>) -> Self {
+    pub(crate) fn new(ctx: Context, config: LoopConfig) -> Self {
         Self(Arc::new(RunnerInner {
             ctx,
             config,
-            prompt,
             state: Mutex::new(RunnerState::default()),
         }))
     }
@@ -129,7 +128,12 @@ fn last_turn(session: &Session) -> u64 {
 impl Runner {
     async fn turn(&self, agent: Agent, signal: CancellationToken) {
         let session = agent.session().clone();
-        let turn = last_turn(&session) + 1;
+        let turn = {
+            let mut st = self.state();
+            let t = st.last_turn.unwrap_or_else(|| last_turn(&session)) + 1;
+            st.last_turn = Some(t);
+            t
+        };
         if let Err(e) = session.append(
             "turn/start",
             EventData::TurnStart(TurnStartData {
@@ -199,20 +203,16 @@ impl Runner {
                         turn: Some(turn),
                     });
             }
-            let parts = self
-                .0
-                .prompt
-                .assemble(agent, signal)
+            let parts = crate::prompt::assemble(&self.0.ctx, agent, signal)
                 .await
                 .map_err(|e| plugin_failure("system prompt assembly failed", &e))?;
             let mut batch = claimed;
             let snapshot = {
                 let mut st = self.state();
-                if !st.snapshot_known {
-                    st.last_snapshot = crate::prompt::last_snapshot(&session);
-                    st.snapshot_known = true;
-                }
-                snapshot_message(st.last_snapshot.as_deref(), &parts.contexts)
+                let retained = st
+                    .retained
+                    .get_or_insert_with(|| RetainedSnapshot::from_session(&session));
+                snapshot_for(retained, &parts)
             };
             if let Some(s) = &snapshot {
                 batch.push(s.clone());
@@ -317,21 +317,22 @@ impl Runner {
         step: u64,
         messages: &[Arc<Message>],
         snapshot: Option<&Arc<Message>>,
-        parts: &crate::prompt::PromptParts,
+        parts: &PromptParts,
         signal: &CancellationToken,
     ) -> Result<StepEnd, TurnFail> {
         let session = agent.session();
         for m in messages {
-            session.append(
+            let ev = session.append(
                 "user/message",
                 EventData::UserMessage(m.clone()),
                 Some(SurfaceIntent::append()),
             )?;
-        }
-        if let Some(s) = snapshot
-            && messages.iter().any(|m| m.id == s.id)
-        {
-            self.state().last_snapshot = Some(parts.contexts.clone());
+            if snapshot.is_some_and(|s| s.id == m.id) {
+                self.state().retained = Some(RetainedSnapshot::Retained {
+                    seq: ev.seq,
+                    text: Some(m.text()),
+                });
+            }
         }
         self.run_step(agent, turn, step, parts.system.clone(), signal)
             .await

@@ -13,7 +13,7 @@
 mod driver;
 pub mod prompt;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use dsh_agent::lifecycle::{
     AgentCreated, AgentNotice, AgentSessionStart, SessionStart, SessionStartSource,
@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 
 pub use driver::Runner;
-pub use prompt::{NoPrompt, PromptParts, PromptSource, last_snapshot, snapshot_message};
+pub use prompt::{AgentInfo, PromptParts};
 
 /// Loop settings (settings section `dsh-agent-loop`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -71,7 +71,6 @@ impl LoopError {
 pub struct AgentLoop {
     ctx: Context,
     config: LoopConfig,
-    prompt: RwLock<Arc<dyn PromptSource>>,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -85,23 +84,7 @@ impl std::fmt::Debug for AgentLoop {
 impl AgentLoop {
     /// A factory creating agents under `ctx` (agent scopes are tagged children of it).
     pub fn new(ctx: Context, config: LoopConfig) -> Self {
-        Self {
-            ctx,
-            config,
-            prompt: RwLock::new(Arc::new(NoPrompt)),
-        }
-    }
-
-    /// Replaces the prompt source used by agents created from now on.
-    pub fn set_prompt_source(&self, source: Arc<dyn PromptSource>) {
-        *self.prompt.write().unwrap_or_else(|e| e.into_inner()) = source;
-    }
-
-    fn prompt(&self) -> Arc<dyn PromptSource> {
-        self.prompt
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        Self { ctx, config }
     }
 
     fn publish(
@@ -157,7 +140,13 @@ impl AgentLoop {
                 owner: Some(key.clone()),
             },
         )?;
-        let runner = Runner::new(self.ctx.clone(), self.config.clone(), self.prompt());
+        let runner = Runner::new(self.ctx.clone(), self.config.clone());
+        agent_ctx
+            .provide(Arc::new(AgentInfo {
+                id: session.id().to_owned(),
+                cwd: session.header().cwd.clone(),
+            }))?
+            .detach();
         let agent = Agent::new(
             key,
             agent_ctx,
@@ -188,7 +177,13 @@ impl AgentLoop {
         let session = self
             .store()?
             .restore(loaded.events, loaded.header, Some(key.clone()))?;
-        let runner = Runner::new(self.ctx.clone(), self.config.clone(), self.prompt());
+        let runner = Runner::new(self.ctx.clone(), self.config.clone());
+        agent_ctx
+            .provide(Arc::new(AgentInfo {
+                id: session.id().to_owned(),
+                cwd: session.header().cwd.clone(),
+            }))?
+            .detach();
         let agent = Agent::new(
             key,
             agent_ctx,
@@ -230,4 +225,4 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-agent", "dsh-session", "dsh-llm", "dsh-tools"], apply = apply }
+dsh_kernel::plugin! { after = ["dsh-agent", "dsh-session", "dsh-llm", "dsh-tools", "dsh-system-prompt"], apply = apply }

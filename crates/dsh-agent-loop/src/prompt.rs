@@ -1,110 +1,67 @@
-//! Where the loop gets its system prompt and runtime contexts, and the runtime-context snapshot
-//! rule.
+//! Prompt assembly for one step: the stable system prompt and the runtime-context snapshot.
 //!
 //! Spec: `../shared/spec/system-prompt.md` ("Runtime-context snapshot rule"),
-//! `../shared/spec/agent-loop.md` (step 2b). Dynamic facts travel as snapshot `user/message`s,
-//! re-sent only when they change, so the system prompt — and with it `request/header` and the
-//! provider's prefix cache — stays stable.
+//! `../shared/spec/agent-loop.md` (step 2b). The loop asks the `dsh-system-prompt` service (when
+//! linked) to assemble for the agent's scope, renders the system prompt, and turns changed
+//! runtime contexts into a snapshot `user/message`, so dynamic facts never touch the system
+//! prompt — and with it `request/header` and the provider's prefix cache.
 
 use std::sync::Arc;
 
 use dsh_agent::Agent;
-use dsh_kernel::{BoxError, CancellationToken};
-use dsh_llm::{ContentBlock, ContextForm, ContextSection, Message, MessageSource};
-use dsh_session::Session;
-use futures::future::BoxFuture;
+use dsh_kernel::{BoxError, CancellationToken, Context};
+use dsh_llm::{ContextSection, Message};
+use dsh_system_prompt::{AssembleContext, SystemPrompt, render_contexts, render_prompt};
 
-/// The plugin id upstream records on snapshot messages.
-pub const SNAPSHOT_PLUGIN: &str = "@deepseek-ai/dsh-system-prompt";
+pub use dsh_system_prompt::{RetainedSnapshot, snapshot_message};
 
-/// Text of a snapshot that replaces earlier ones.
-pub const SNAPSHOT_PREAMBLE: &str =
-    "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.";
-
-/// Text of the snapshot sent when every runtime context disappeared.
-pub const EMPTY_SNAPSHOT_TEXT: &str =
-    "Current runtime context: none. Earlier runtime-context snapshots no longer apply.";
+/// What the agent loop publishes in each agent scope for prompt variables and context
+/// providers: the agent's workspace root and current route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// The session id (= agent id).
+    pub id: String,
+    /// Absolute workspace root, when the session has one.
+    pub cwd: Option<String>,
+}
 
 /// What one step's prompt assembly produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PromptParts {
-    /// The rendered system prompt (`None` = none).
+    /// The rendered system prompt (`None` when empty or no system-prompt service is linked).
     pub system: Option<String>,
     /// The rendered dynamic runtime contexts, in order.
     pub contexts: Vec<ContextSection>,
 }
 
-/// Assembles the system prompt and runtime contexts for one step of `agent`.
-pub trait PromptSource: Send + Sync + 'static {
-    /// Assembles for the next step.
-    ///
-    /// # Errors
-    /// Any assembly failure ends the turn with `error`.
-    fn assemble(
-        &self,
-        agent: &Agent,
-        signal: &CancellationToken,
-    ) -> BoxFuture<'static, Result<PromptParts, BoxError>>;
-}
-
-/// No system prompt and no runtime contexts.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoPrompt;
-
-impl PromptSource for NoPrompt {
-    fn assemble(
-        &self,
-        _agent: &Agent,
-        _signal: &CancellationToken,
-    ) -> BoxFuture<'static, Result<PromptParts, BoxError>> {
-        Box::pin(async { Ok(PromptParts::default()) })
-    }
-}
-
-/// The snapshot message to enter when `current` differs from the `previous` retained snapshot
-/// (`None` = nothing retained). Unchanged, or nothing before and nothing now ⇒ `None`.
-pub fn snapshot_message(
-    previous: Option<&[ContextSection]>,
-    current: &[ContextSection],
-) -> Option<Arc<Message>> {
-    let prev = previous.unwrap_or(&[]);
-    if prev == current {
-        return None;
-    }
-    let text = if current.is_empty() {
-        EMPTY_SNAPSHOT_TEXT.to_owned()
-    } else {
-        let mut t = SNAPSHOT_PREAMBLE.to_owned();
-        for s in current {
-            t.push_str("\n\n");
-            t.push_str(&s.text);
-        }
-        t
+/// Assembles for `agent` through the `SystemPrompt` service, if one is provided.
+///
+/// # Errors
+/// Assembly or strict-rendering failures of `dsh-system-prompt` (the turn then ends `error`).
+pub async fn assemble(
+    ctx: &Context,
+    agent: &Agent,
+    signal: &CancellationToken,
+) -> Result<PromptParts, BoxError> {
+    let Some(service) = ctx.get::<SystemPrompt>() else {
+        return Ok(PromptParts::default());
     };
-    Some(Arc::new(Message::user(
-        vec![ContentBlock::text(text)],
-        MessageSource::Plugin {
-            plugin: SNAPSHOT_PLUGIN.to_owned(),
-            form: Some(ContextForm::Snapshot),
-            sections: Some(current.to_vec()),
-            extra: serde_json::Map::new(),
-        },
-    )))
+    let assembly = service
+        .assemble(AssembleContext {
+            scope: Some(agent.key().clone()),
+            agent: Some(agent.ctx().clone()),
+            cancellation: Some(signal.clone()),
+        })
+        .await?;
+    let system = render_prompt(&assembly)?;
+    let contexts = render_contexts(&assembly)?;
+    Ok(PromptParts {
+        system: (!system.is_empty()).then_some(system),
+        contexts,
+    })
 }
 
-/// The sections of the last runtime-context snapshot still on the session's surface (so a
-/// resumed loop does not re-send an unchanged snapshot).
-pub fn last_snapshot(session: &Session) -> Option<Vec<ContextSection>> {
-    session
-        .derive_messages()
-        .iter()
-        .rev()
-        .find_map(|m| match &m.source {
-            MessageSource::Plugin {
-                form: Some(ContextForm::Snapshot),
-                sections,
-                ..
-            } => Some(sections.clone().unwrap_or_default()),
-            _ => None,
-        })
+/// The snapshot message for this step, when the contexts changed since `retained`.
+pub fn snapshot_for(retained: &RetainedSnapshot, parts: &PromptParts) -> Option<Arc<Message>> {
+    snapshot_message(retained, &parts.contexts).map(Arc::new)
 }

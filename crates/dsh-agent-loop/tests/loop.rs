@@ -1,6 +1,8 @@
 //! Integration tests of the agent loop: real kernel, real session, real tools pipeline, and a
 //! scripted in-process adapter. Each test asserts the exact event sequence of the log.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test harness")]
+
 mod support;
 
 use std::sync::Arc;
@@ -82,7 +84,7 @@ async fn text_turn_event_sequence() {
     let header = session.request_header().unwrap();
     assert_eq!(
         serde_json::to_value(&header).unwrap(),
-        json!({"config":{"provider":"test","model":"m"}})
+        json!({"config":{"provider":"test","model":"m"},"system":"You are an AI agent powered by dsh."})
     );
     assert_requests_reconstructable(&h.script, session);
 }
@@ -487,8 +489,8 @@ async fn header_is_relogged_only_on_change() {
     assert_eq!(
         headers,
         vec![
-            json!({"header":{"config":{"provider":"test","model":"m"}},"reason":"initial"}),
-            json!({"header":{"config":{"provider":"test","model":"m","maxTokens":77}},"reason":"change"}),
+            json!({"header":{"config":{"provider":"test","model":"m"},"system":"You are an AI agent powered by dsh."},"reason":"initial"}),
+            json!({"header":{"config":{"provider":"test","model":"m","maxTokens":77},"system":"You are an AI agent powered by dsh."},"reason":"change"}),
         ]
     );
     let contexts = agent
@@ -536,4 +538,64 @@ async fn agent_emits_are_scope_filtered_to_the_agent() {
             ("s1".to_owned(), StatusKind::Idle)
         ]
     );
+}
+
+#[tokio::test]
+async fn runtime_contexts_travel_as_snapshots_sent_only_on_change() {
+    use dsh_system_prompt::{PromptContext, PromptSection, SystemPrompt};
+    let h = Harness::new(vec![text("a"), text("b"), text("c")]).await;
+    let sp = h.kernel.root().require::<SystemPrompt>().unwrap();
+    sp.section(
+        h.kernel.root(),
+        PromptSection::new("test:persona", 0.0, "Be brief."),
+    )
+    .unwrap()
+    .detach();
+    let policy = Arc::new(std::sync::Mutex::new("mode: ask".to_owned()));
+    let p = policy.clone();
+    sp.context(
+        h.kernel.root(),
+        PromptContext::new(
+            "test:policy",
+            0.0,
+            dsh_system_prompt::PromptText::dynamic(move |_| p.lock().unwrap().clone()),
+        ),
+    )
+    .unwrap()
+    .detach();
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    *policy.lock().unwrap() = "mode: auto".to_owned();
+    agent.followup(user("three")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    let texts: Vec<String> = session.derive_messages().iter().map(|m| m.text()).collect();
+    assert_eq!(
+        texts,
+        s(&[
+            "one",
+            "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\nmode: ask",
+            "a",
+            "two",
+            "b",
+            "three",
+            "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\nmode: auto",
+            "c",
+        ])
+    );
+    // The system prompt stayed stable: one header for all three turns.
+    let headers: Vec<serde_json::Value> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "request/header")
+        .map(|e| e.data.to_value()["header"]["system"].clone())
+        .collect();
+    assert_eq!(
+        headers,
+        vec![json!("You are an AI agent powered by dsh.\n\nBe brief.")]
+    );
+    assert_requests_reconstructable(&h.script, session);
 }

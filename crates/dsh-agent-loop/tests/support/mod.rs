@@ -21,6 +21,7 @@ use dsh_agent as _;
 use dsh_agent_loop as _;
 use dsh_llm as _;
 use dsh_session as _;
+use dsh_system_prompt as _;
 use dsh_tools as _;
 
 /// One scripted response.
