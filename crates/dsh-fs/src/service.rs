@@ -487,7 +487,9 @@ impl FsService {
 
     /// Writes `content` to `target` atomically (temp file in the same directory, fsync,
     /// rename, directory fsync), creating missing parent directories. An existing file keeps
-    /// its permission bits; a new file gets `0666 & !umask`.
+    /// its permission bits; a new file gets `0666 & !umask`. Owner and group become the writing
+    /// process's, and a hard link elsewhere keeps the old content (the rename replaces the
+    /// directory entry); a symlink named by the caller stays and its target is replaced.
     ///
     /// Line-ending rule for overwrites: when the existing file starts with a BOM and `content`
     /// does not, the BOM is kept; when the existing file is CRLF-dominant and `content` has no
