@@ -874,3 +874,26 @@ fn window_counts_every_line_after_it_fills_across_chunks() {
             .unwrap();
     assert_eq!(out.window.total_lines, 200_000);
 }
+
+#[test]
+fn parent_that_is_a_file_is_not_directory() {
+    let w = ws();
+    w.put("file.txt", b"x\n");
+    let t = w.target("file.txt/inner.txt", Access::Read);
+    let err = w.fs.read_text(&t, caps()).unwrap_err();
+    assert_eq!(err.code(), "FS_NOT_DIRECTORY");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot read \"{}\": a parent path segment is not a directory",
+            w.path("file.txt/inner.txt").display()
+        )
+    );
+    let t = w.target("file.txt/inner.txt", Access::Write);
+    assert_eq!(
+        w.fs.write_text(&t, "y", &WriteIntent::CreateIfAbsent)
+            .unwrap_err()
+            .code(),
+        "FS_NOT_DIRECTORY"
+    );
+}
