@@ -366,5 +366,3 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
 
 dsh_kernel::plugin! { after = ["dsh-session"], apply = apply }
 
-#[cfg(test)]
-mod tests;

@@ -69,10 +69,10 @@ pub fn declarations() -> Vec<EventTypeDecl> {
 /// service, if one is provided.
 pub(crate) fn declare_types(ctx: &Context) -> Result<(), BoxError> {
     let mut registries: Vec<Arc<EventTypeRegistry>> = vec![EventTypeRegistry::shared_default()];
-    if let Some(r) = ctx.get::<EventTypeRegistry>() {
-        if !registries.iter().any(|x| Arc::ptr_eq(x, &r)) {
-            registries.push(r);
-        }
+    if let Some(r) = ctx.get::<EventTypeRegistry>()
+        && !registries.iter().any(|x| Arc::ptr_eq(x, &r))
+    {
+        registries.push(r);
     }
     for r in registries {
         for d in declarations() {

@@ -173,13 +173,13 @@ pub fn default_render(value: &Value) -> ContentBlock {
 /// # Errors
 /// [`ToolsError::InvalidArgs`] as above.
 pub fn parse_args<A: DeserializeOwned>(tool: &str, args: &Value) -> Result<A, ToolsError> {
-    if let Value::String(raw) = args {
-        if let Err(e) = serde_json::from_str::<Value>(raw) {
-            return Err(ToolsError::InvalidArgs {
-                tool: tool.to_owned(),
-                message: format!("the arguments are not valid JSON ({e})"),
-            });
-        }
+    if let Value::String(raw) = args
+        && let Err(e) = serde_json::from_str::<Value>(raw)
+    {
+        return Err(ToolsError::InvalidArgs {
+            tool: tool.to_owned(),
+            message: format!("the arguments are not valid JSON ({e})"),
+        });
     }
     serde_path_to_error::deserialize::<_, A>(args).map_err(|e| {
         let path = e.path().to_string();

@@ -99,6 +99,15 @@ pub enum ToolsError {
     /// Code `ABORTED`. Message: `tool call aborted`.
     #[error("tool call aborted")]
     Aborted,
+    /// The body ran longer than the tool's `timeout()`; its signal was cancelled and the body
+    /// drained. Upstream class `ToolTimeoutError`. Code `TOOL_TIMEOUT`.
+    #[error("tool \"{tool}\" timed out after {ms} ms")]
+    Timeout {
+        /// The tool name.
+        tool: String,
+        /// The timeout in milliseconds.
+        ms: u128,
+    },
     /// A listener of a `tools/*` waterfall (or a guard, or the approval service) failed.
     /// Code `POLICY_FAILED`.
     #[error("{stage} failed: {message}")]
@@ -146,6 +155,7 @@ impl ToolsError {
             Self::UnknownTool { .. } => "UNKNOWN_TOOL",
             Self::AbortedBeforeDispatch => "ABORTED_BEFORE_DISPATCH",
             Self::Aborted => "ABORTED",
+            Self::Timeout { .. } => "TOOL_TIMEOUT",
             Self::PolicyFailed { .. } => "POLICY_FAILED",
             Self::ToolPanicked { .. } => "TOOL_PANICKED",
             Self::SchedulerFailed { .. } => "SCHEDULER_FAILED",
@@ -164,6 +174,7 @@ impl ToolsError {
             Self::InvalidOutput { .. } => "ToolOutputError",
             Self::UnknownTool { .. } => "ToolNotFoundError",
             Self::AbortedBeforeDispatch | Self::Aborted => "AbortError",
+            Self::Timeout { .. } => "ToolTimeoutError",
             Self::PolicyFailed { .. } => "ToolPolicyError",
             Self::ToolPanicked { .. } => "ToolPanicError",
             Self::SchedulerFailed { .. } => "ToolSchedulerError",

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use dsh_kernel::BoxError;
 use tokio_util::sync::CancellationToken;
 
+use crate::definition::ToolDefinition;
 use crate::result::{PostToolDecision, PreToolDecision, ToolExecution, ToolExecutionResult};
 
 /// Payload of [`ToolsChange`]: what changed in the registry.
@@ -25,14 +26,28 @@ pub struct ToolsChanged {
     pub scope: Option<u64>,
 }
 
-/// Payload of `tools/execute`: the call plus the signal the body will receive. Wrappers may
-/// only replace `signal` (the registry fuses the caller's signal back in).
-#[derive(Debug, Clone)]
+/// Payload of `tools/execute`: the call, the definition captured at call start (`None` for an
+/// unknown tool) and the signal the body will receive. Wrappers may only replace `signal`
+/// (derive it from `signal.child_token()`; the registry also re-fuses the caller's signal:
+/// when the caller aborts, the replacement is cancelled too).
+#[derive(Clone)]
 pub struct ToolDispatchExecution {
     /// The call.
     pub exec: Arc<ToolExecution>,
+    /// The definition that will run (read-only for wrappers, e.g. its `timeout()`).
+    pub def: Option<Arc<dyn ToolDefinition>>,
     /// The body's signal.
     pub signal: CancellationToken,
+}
+
+impl std::fmt::Debug for ToolDispatchExecution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDispatchExecution")
+            .field("exec", &self.exec)
+            .field("known", &self.def.is_some())
+            .field("signal", &self.signal)
+            .finish()
+    }
 }
 
 /// Payload of `tools/post-execute` and `tools/result`.

@@ -17,6 +17,7 @@ mod registry;
 mod result;
 pub mod scheduler;
 pub mod schema;
+mod timeout;
 
 pub use caller::ToolCaller;
 pub use definition::{
@@ -35,6 +36,7 @@ pub use result::{
     FrozenResult, PostToolDecision, PreToolDecision, ToolErrorPayload, ToolExecution,
     ToolExecutionFailure, ToolExecutionInput, ToolExecutionResult, ToolExecutionSuccess,
 };
+pub use timeout::install_timeout_wrapper;
 
 /// The plugin-authoring guide (`docs/plugin-authoring.md`); its code blocks are doctests.
 #[doc = include_str!("../../../docs/plugin-authoring.md")]
@@ -46,10 +48,9 @@ pub const PLUGIN_ID: &str = "dsh-tools";
 fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     ctx.provide(std::sync::Arc::new(ToolRegistry::new(ctx.clone())))?
         .detach();
+    install_timeout_wrapper(ctx)?.detach();
     Ok(())
 }
 
 dsh_kernel::plugin! { after = ["dsh-approval"], apply = apply }
 
-#[cfg(test)]
-mod tests;

@@ -187,10 +187,10 @@ impl ToolRegistry {
                         if layer.get(&rm_name).is_some_and(|d| Arc::ptr_eq(d, &def)) {
                             layer.remove(&rm_name);
                         }
-                        if layer.is_empty() {
-                            if let Some(k) = &rm_key {
-                                st.scoped.remove(k);
-                            }
+                        if layer.is_empty()
+                            && let Some(k) = &rm_key
+                        {
+                            st.scoped.remove(k);
                         }
                     }
                 }
@@ -684,6 +684,7 @@ async fn run_execute(
 ) -> Result<ToolExecutionResult, ToolExecutionResult> {
     let payload = ToolDispatchExecution {
         exec: exec.clone(),
+        def,
         signal: exec.signal.clone(),
     };
     let key = exec.key().cloned();
@@ -691,7 +692,7 @@ async fn run_execute(
         .inner
         .ctx
         .dispatch_to(key.as_ref())
-        .waterfall::<ToolsExecute, _, _>(payload, move |d| run_body(d, def, run))
+        .waterfall::<ToolsExecute, _, _>(payload, move |d| run_body(d, run))
         .await;
     match out {
         Ok(mut result) => {
@@ -709,10 +710,9 @@ async fn run_execute(
 /// The terminal of `tools/execute`: the body itself (or `UNKNOWN_TOOL`).
 async fn run_body(
     d: ToolDispatchExecution,
-    def: Option<Arc<dyn ToolDefinition>>,
     run: Arc<RunState>,
 ) -> Result<ToolExecutionResult, dsh_kernel::BoxError> {
-    let ToolDispatchExecution { exec, signal } = d;
+    let ToolDispatchExecution { exec, def, signal } = d;
     let Some(def) = def else {
         return Ok(ToolExecutionResult::from_error(&ToolsError::UnknownTool {
             name: exec.name.clone(),
@@ -749,6 +749,24 @@ async fn run_body(
             &ToolsError::InvalidOutput {
                 tool: exec.name.clone(),
                 message: msg,
+            },
+        ));
+    }
+    if let Err(e) = dsh_session::check_lossless(&output.value) {
+        return Ok(ToolExecutionResult::from_error(
+            &ToolsError::InvalidOutput {
+                tool: exec.name.clone(),
+                message: format!("the value is not lossless JSON: {e}"),
+            },
+        ));
+    }
+    if let Some(meta) = &output.meta
+        && let Err(e) = dsh_session::check_lossless(meta)
+    {
+        return Ok(ToolExecutionResult::from_error(
+            &ToolsError::InvalidOutput {
+                tool: exec.name.clone(),
+                message: format!("meta is not lossless JSON: {e}"),
             },
         ));
     }
@@ -842,21 +860,13 @@ impl DispatchedCall {
             }
         }
         let result = Arc::new(result);
-        if reg
-            .inner
+        reg.inner
             .ctx
             .dispatch_to(key.as_ref())
-            .emit_listeners::<ToolsResult>()
-            > 0
-        {
-            reg.inner
-                .ctx
-                .dispatch_to(key.as_ref())
-                .emit::<ToolsResult>(&ToolResultEvent {
-                    exec,
-                    result: result.clone(),
-                });
-        }
+            .emit::<ToolsResult>(&ToolResultEvent {
+                exec,
+                result: result.clone(),
+            });
         result
     }
 }

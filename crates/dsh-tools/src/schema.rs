@@ -419,25 +419,25 @@ fn validate_at(schema: &Value, value: &Value, path: &mut Vec<String>) -> Result<
             ));
         }
     }
-    if let Some(Value::Array(vals)) = obj.get("enum") {
-        if !vals.contains(value) {
-            return Err(format!(
-                "{}: expected one of {}, got {}",
-                describe_path(path),
-                Value::Array(vals.clone()),
-                value
-            ));
-        }
+    if let Some(Value::Array(vals)) = obj.get("enum")
+        && !vals.contains(value)
+    {
+        return Err(format!(
+            "{}: expected one of {}, got {}",
+            describe_path(path),
+            Value::Array(vals.clone()),
+            value
+        ));
     }
-    if let Some(c) = obj.get("const") {
-        if c != value {
-            return Err(format!(
-                "{}: expected {}, got {}",
-                describe_path(path),
-                c,
-                value
-            ));
-        }
+    if let Some(c) = obj.get("const")
+        && c != value
+    {
+        return Err(format!(
+            "{}: expected {}, got {}",
+            describe_path(path),
+            c,
+            value
+        ));
     }
     if let Value::Object(map) = value {
         if let Some(Value::Array(req)) = obj.get("required") {

@@ -1,6 +1,8 @@
 //! The guarded execution pipeline: every stage and decision, exact denial texts, waterfall
 //! order, cancellation, post-execute decisions, finalize_content, scope filtering.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod common;
 
 use std::sync::Arc;
@@ -800,4 +802,84 @@ async fn body_panic_is_contained() {
     let r = f.reg.execute(input("p", json!({"text": "x"}))).await;
     assert_eq!(failure_text(&r), "Error: tool \"p\" panicked: kaboom");
     assert_eq!(r.error_info().unwrap().code, "TOOL_PANICKED");
+}
+
+#[tokio::test]
+async fn timeout_wrapper_cancels_the_body_and_reports_tool_timeout() {
+    let f = setup();
+    install_timeout_wrapper(&f.root).unwrap().detach();
+    let drained = Arc::new(AtomicUsize::new(0));
+    let d2 = drained.clone();
+    let def = define_tool::<EchoArgs, String>("hang", "Waits for its signal.")
+        .timeout(std::time::Duration::from_millis(5))
+        .execute(move |a, cx| {
+            let d2 = d2.clone();
+            async move {
+                cx.signal.cancelled().await;
+                d2.fetch_add(1, Ordering::SeqCst);
+                Ok(a.text)
+            }
+        })
+        .unwrap();
+    f.reg.register(&f.root, def).unwrap().detach();
+    f.reg.register(&f.root, echo("quick")).unwrap().detach();
+    let r = f.reg.execute(input("hang", json!({"text": "x"}))).await;
+    assert_eq!(
+        r.to_json(),
+        json!({"isError": true,
+               "error": {"message": "tool \"hang\" timed out after 5 ms",
+                         "info": {"name": "ToolTimeoutError", "code": "TOOL_TIMEOUT"}},
+               "content": [{"type": "text", "text": "Error: tool \"hang\" timed out after 5 ms"}]})
+    );
+    assert_eq!(drained.load(Ordering::SeqCst), 1);
+    // Tools without a timeout pass straight through.
+    let r = f.reg.execute(input("quick", json!({"text": "y"}))).await;
+    assert_eq!(r.value(), Some(&json!("y")));
+}
+
+#[tokio::test]
+async fn non_lossless_meta_or_value_is_invalid_output() {
+    let f = setup();
+    let def = define_tool::<EchoArgs, u64>("big", "Returns a huge integer.")
+        .execute(|_a, _| async { Ok(u64::MAX) })
+        .unwrap();
+    f.reg.register(&f.root, def).unwrap().detach();
+    let r = f.reg.execute(input("big", json!({"text": "x"}))).await;
+    assert_eq!(r.error_info().unwrap().code, "INVALID_TOOL_OUTPUT");
+    assert!(
+        r.error_message()
+            .unwrap()
+            .starts_with("tool \"big\" returned invalid output: the value is not lossless JSON"),
+        "{r:?}"
+    );
+    let def = define_tool::<EchoArgs, String>("m", "Meta.")
+        .presentation_meta(|_, _| Some(json!({"n": u64::MAX})))
+        .execute(|a, _| async move { Ok(a.text) })
+        .unwrap();
+    f.reg.register(&f.root, def).unwrap().detach();
+    let r = f.reg.execute(input("m", json!({"text": "x"}))).await;
+    assert!(
+        r.error_message()
+            .unwrap()
+            .starts_with("tool \"m\" returned invalid output: meta is not lossless JSON"),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn presentation_meta_is_recorded() {
+    let f = setup();
+    let def = define_tool::<EchoArgs, String>("m", "Meta.")
+        .presentation_meta(|a, out| Some(json!({"len": a.text.len(), "out": out})))
+        .present_call(|a| Some(json!({"title": a.text})))
+        .execute(|a, _| async move { Ok(a.text) })
+        .unwrap();
+    f.reg.register(&f.root, def.clone()).unwrap().detach();
+    let r = f.reg.execute(input("m", json!({"text": "abc"}))).await;
+    assert_eq!(r.meta(), Some(&json!({"len": 3, "out": "abc"})));
+    assert_eq!(r.to_json()["meta"], json!({"len": 3, "out": "abc"}));
+    assert_eq!(
+        def.present_call(&json!({"text": "abc"})),
+        Some(json!({"title": "abc"}))
+    );
 }

@@ -1,6 +1,8 @@
 //! Registry: global vs scoped registration, shadowing, duplicates, unregistration, deterministic
 //! schema order, restrictions, `tools/change`, execution mode, plugin provision.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod common;
 
 use std::sync::Arc;

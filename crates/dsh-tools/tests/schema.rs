@@ -1,6 +1,8 @@
 //! Schema generation (nested / optional / enum args), the subset check, and `INVALID_ARGS`
 //! wording for model mistakes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use dsh_tools::{ToolsError, define_tool, parse_args, schema};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
