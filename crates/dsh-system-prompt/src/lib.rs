@@ -22,8 +22,8 @@ pub use render::{
     render_prompt,
 };
 pub use service::{
-    IDENTITY_ORDER, IDENTITY_SECTION, IDENTITY_TEXT, PERSONA_ORDER, PERSONA_SECTION, SystemPrompt,
-    SystemPromptConfig, TOOL_ORDER_REST,
+    IDENTITY_ORDER, IDENTITY_SECTION, IDENTITY_TEXT, PERSONA_ORDER, PERSONA_SECTION, StepPrompt,
+    SystemPrompt, SystemPromptConfig, TOOL_ORDER_REST,
 };
 pub use snapshot::{
     CLEARED_TEXT, RetainedSnapshot, SNAPSHOT_SOURCE_PLUGIN, last_snapshot_sections,

@@ -540,6 +540,36 @@ impl SystemPrompt {
     }
 }
 
+/// What the loop needs for one step: the assembly, the rendered system prompt (`None` when it
+/// renders empty) and the rendered runtime-context sections.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepPrompt {
+    /// The assembly (tools included).
+    pub assembly: PromptAssembly,
+    /// [`crate::render_prompt`] of the assembly, `None` when empty.
+    pub system: Option<String>,
+    /// [`crate::render_contexts`] of the assembly.
+    pub contexts: Vec<dsh_llm::ContextSection>,
+}
+
+impl SystemPrompt {
+    /// [`SystemPrompt::assemble`] then render the system prompt and the runtime contexts — one
+    /// call per step for the agent loop (feed `contexts` to [`crate::snapshot_message`]).
+    ///
+    /// # Errors
+    /// As [`SystemPrompt::assemble`] and [`crate::render_prompt`].
+    pub async fn prepare_step(&self, cx: AssembleContext) -> Result<StepPrompt, PromptError> {
+        let assembly = self.assemble(cx).await?;
+        let system = crate::render::render_prompt(&assembly)?;
+        let contexts = crate::render::render_contexts(&assembly)?;
+        Ok(StepPrompt {
+            system: (!system.is_empty()).then_some(system),
+            contexts,
+            assembly,
+        })
+    }
+}
+
 /// Applies `tool_order` (unlisted tools lexicographically at the rest entry) or lexicographic
 /// order by name (byte-wise, locale-independent).
 fn order_tools(

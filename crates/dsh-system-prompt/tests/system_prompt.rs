@@ -844,3 +844,40 @@ async fn plugin_provides_the_service_from_settings() {
         "You are an AI agent powered by dsh.\n\nDeployment persona."
     );
 }
+
+#[tokio::test]
+async fn prepare_step_renders_system_and_contexts() {
+    let (_k, ctx, sp) = service(SystemPromptConfig {
+        include_harness_identity: false,
+        ..SystemPromptConfig::default()
+    });
+    let empty = sp.prepare_step(AssembleContext::default()).await.unwrap();
+    assert_eq!(empty.system, None);
+    assert!(empty.contexts.is_empty());
+    sp.section(&ctx, PromptSection::new("a", 1.0, "Work in {{cwd}}."))
+        .unwrap()
+        .detach();
+    sp.context(&ctx, PromptContext::new("c", 1.0, "Mode {{cwd}}."))
+        .unwrap()
+        .detach();
+    sp.variable_value(&ctx, "cwd", "/w").unwrap().detach();
+    let step = sp.prepare_step(AssembleContext::default()).await.unwrap();
+    assert_eq!(step.system.as_deref(), Some("Work in /w."));
+    assert_eq!(
+        step.contexts,
+        vec![dsh_llm::ContextSection {
+            name: "c".to_owned(),
+            text: "Mode /w.".to_owned()
+        }]
+    );
+    sp.section(&ctx, PromptSection::new("bad", 2.0, "{{nope}}"))
+        .unwrap()
+        .detach();
+    assert_eq!(
+        sp.prepare_step(AssembleContext::default())
+            .await
+            .unwrap_err()
+            .code(),
+        "UNKNOWN_PROMPT_VARIABLE"
+    );
+}
