@@ -365,4 +365,3 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
 }
 
 dsh_kernel::plugin! { after = ["dsh-session"], apply = apply }
-

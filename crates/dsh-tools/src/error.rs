@@ -59,6 +59,12 @@ pub enum ToolsError {
         /// The rejected name.
         name: String,
     },
+    /// The name is reserved (`run_code`, the Code Mode entry point). Code `RESERVED_TOOL_NAME`.
+    #[error("tool name \"{name}\" is reserved")]
+    ReservedToolName {
+        /// The reserved name.
+        name: String,
+    },
     /// A restriction was refused: no agent scope, empty allow/deny, or a name that is empty or
     /// not visible to the scope. Code `INVALID_RESTRICTION`.
     #[error("invalid tool restriction: {reason}")]
@@ -149,6 +155,7 @@ impl ToolsError {
             Self::UnsupportedSchema { .. } => "UNSUPPORTED_SCHEMA",
             Self::DuplicateTool { .. } => "DUPLICATE_TOOL",
             Self::InvalidToolName { .. } => "INVALID_TOOL_NAME",
+            Self::ReservedToolName { .. } => "RESERVED_TOOL_NAME",
             Self::InvalidRestriction { .. } => "INVALID_RESTRICTION",
             Self::InvalidArgs { .. } => "INVALID_ARGS",
             Self::InvalidOutput { .. } => "INVALID_TOOL_OUTPUT",
@@ -169,6 +176,7 @@ impl ToolsError {
             Self::UnsupportedSchema { .. } => "UnsupportedSchemaError",
             Self::DuplicateTool { .. } => "DuplicateToolError",
             Self::InvalidToolName { .. } => "InvalidToolNameError",
+            Self::ReservedToolName { .. } => "ReservedToolNameError",
             Self::InvalidRestriction { .. } => "InvalidRestrictionError",
             Self::InvalidArgs { .. } => "ToolArgsError",
             Self::InvalidOutput { .. } => "ToolOutputError",

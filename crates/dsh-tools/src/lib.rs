@@ -30,7 +30,8 @@ pub use events::{
     ToolsPostExecute, ToolsPreExecute, ToolsResult,
 };
 pub use registry::{
-    DispatchedCall, ExecutionMode, GuardFn, PreparedCall, ToolRegistry, ToolRestriction,
+    DispatchedCall, ExecutionMode, GuardFn, PreparedCall, RESERVED_NAMES, ToolRegistry,
+    ToolRestriction,
 };
 pub use result::{
     FrozenResult, PostToolDecision, PreToolDecision, ToolErrorPayload, ToolExecution,
@@ -53,4 +54,3 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
 }
 
 dsh_kernel::plugin! { after = ["dsh-approval"], apply = apply }
-

@@ -49,6 +49,9 @@ use crate::result::{
 };
 use crate::schema;
 
+/// Names no tool may register: `run_code` is the Code Mode entry point.
+pub const RESERVED_NAMES: &[&str] = &["run_code"];
+
 /// A monotonic guard: returns `Some(reason)` to deny a call; it can never allow one.
 pub type GuardFn = dyn Fn(&ToolExecution) -> Option<String> + Send + Sync;
 
@@ -147,7 +150,8 @@ impl ToolRegistry {
     /// unregisters). Emits `tools/change` (`registered`, then `unregistered` on removal).
     ///
     /// # Errors
-    /// [`ToolsError::InvalidToolName`], [`ToolsError::UnsupportedSchema`] (parameters outside the
+    /// [`ToolsError::InvalidToolName`], [`ToolsError::ReservedToolName`] (`run_code`),
+    /// [`ToolsError::UnsupportedSchema`] (parameters outside the
     /// subset), [`ToolsError::DuplicateTool`] (same name in the same layer),
     /// [`ToolsError::Kernel`] (scope inactive).
     pub fn register(
@@ -157,6 +161,9 @@ impl ToolRegistry {
     ) -> Result<Registration, ToolsError> {
         let name = def.schema().name.clone();
         check_name(&name)?;
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            return Err(ToolsError::ReservedToolName { name });
+        }
         schema::check_subset(&name, &def.schema().parameters)?;
         let key = ctx.key().cloned();
         {

@@ -175,7 +175,8 @@ enum Slot {
     Committed,
 }
 
-/// Runs one assistant step's tool calls. See the module docs.
+/// Runs one assistant step's tool calls. See the module docs. Must run inside a tokio runtime
+/// (bodies are spawned with `tokio::spawn`).
 ///
 /// # Errors
 /// [`ToolsError::SchedulerFailed`] when a callback fails or an internal task is lost (after

@@ -883,3 +883,24 @@ async fn presentation_meta_is_recorded() {
         Some(json!({"title": "abc"}))
     );
 }
+
+#[tokio::test]
+async fn tools_result_observers_see_the_returned_frozen_result() {
+    let f = setup();
+    f.reg.register(&f.root, echo("echo")).unwrap().detach();
+    let seen: Arc<std::sync::Mutex<Vec<Arc<ToolExecutionResult>>>> = Arc::default();
+    let s = seen.clone();
+    f.root
+        .on_emit::<ToolsResult>(move |e| s.lock().unwrap().push(e.result.clone()))
+        .unwrap()
+        .detach();
+    // A panicking observer is contained.
+    f.root
+        .on_emit::<ToolsResult>(|_| panic!("observer bug"))
+        .unwrap()
+        .detach();
+    let r = f.reg.execute(input("echo", json!({"text": "hi"}))).await;
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(Arc::ptr_eq(&seen[0], &r));
+}

@@ -322,3 +322,11 @@ async fn plugin_provides_the_registry() {
             .is_some()
     );
 }
+
+#[tokio::test]
+async fn run_code_is_reserved() {
+    let f = setup();
+    let e = f.reg.register(&f.root, echo("run_code")).unwrap_err();
+    assert_eq!(e.code(), "RESERVED_TOOL_NAME");
+    assert_eq!(e.to_string(), "tool name \"run_code\" is reserved");
+}
