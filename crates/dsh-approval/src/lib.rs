@@ -188,7 +188,7 @@ pub struct ApprovalRequest {
 /// Payload of `approval/request`: the request plus its fresh id.
 #[derive(Debug, Clone)]
 pub struct ApprovalQuestion {
-    /// Fresh per request (`approval-<uuid v4>`), as recorded in `approval/asked`.
+    /// Fresh per request (a v4 UUID, as upstream writes it), as recorded in `approval/asked`.
     pub id: String,
     /// The request.
     pub request: Arc<ApprovalRequest>,
@@ -298,7 +298,7 @@ impl ApprovalService {
                 session: req.caller.session_id.to_string(),
             });
         }
-        let id = format!("approval-{}", uuid::Uuid::new_v4());
+        let id = uuid::Uuid::new_v4().to_string();
         session_io::append(
             &session,
             EVENT_ASKED,
