@@ -320,3 +320,134 @@ pub async fn run_tool_calls(
     }
     Ok(out)
 }
+
+/// The `tool/call` payload for `call` in `turn`/`step` (raw argument text kept verbatim).
+pub fn tool_call_data(turn: u64, step: u64, call: &ToolCallRequest) -> dsh_session::ToolCallData {
+    dsh_session::ToolCallData {
+        turn,
+        step,
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+    }
+}
+
+/// The `tool/result` payload for a committed result: message = tool-result message
+/// (`callId`, content, `isError`), `error` = `result.error_info()` only when present, `meta`
+/// when present.
+pub fn tool_result_data(
+    turn: u64,
+    step: u64,
+    call_id: &CallId,
+    result: &ToolExecutionResult,
+) -> dsh_session::ToolResultData {
+    dsh_session::ToolResultData {
+        turn,
+        step,
+        message: Arc::new(dsh_llm::Message::tool_result(
+            call_id.clone(),
+            result.content().to_vec(),
+            result.is_error(),
+        )),
+        error: result.error_info().map(|i| dsh_session::ToolResultError {
+            name: i.name.clone(),
+            code: i.code.clone(),
+        }),
+        meta: result.meta().cloned(),
+    }
+}
+
+/// Ready-made [`SchedulerHooks`] that write the batch into a session: `call_started` appends
+/// `tool/call`; `result_committed` appends `tool/result` (surfaceOp `append`,
+/// `sourceEventSeqs: [tool/call seq]`) and collects `additional_contexts` in order (take them
+/// with [`SessionHooks::take_contexts`] and queue them for the next step). It does not wait for
+/// durability; a loop that must, wraps these hooks.
+#[derive(Debug)]
+pub struct SessionHooks {
+    session: Arc<dsh_session::Session>,
+    turn: u64,
+    step: u64,
+    call_seqs: std::sync::Mutex<std::collections::HashMap<usize, u64>>,
+    contexts: std::sync::Mutex<Vec<dsh_llm::Message>>,
+}
+
+impl SessionHooks {
+    /// Hooks writing into `session` for `turn`/`step`.
+    pub fn new(session: Arc<dsh_session::Session>, turn: u64, step: u64) -> Self {
+        Self {
+            session,
+            turn,
+            step,
+            call_seqs: std::sync::Mutex::default(),
+            contexts: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The additional contexts of every committed result so far, in commit order (drained).
+    pub fn take_contexts(&self) -> Vec<dsh_llm::Message> {
+        std::mem::take(&mut *self.contexts.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl SchedulerHooks for SessionHooks {
+    fn call_started<'a>(
+        &'a self,
+        index: usize,
+        call: &'a ToolCallRequest,
+        _synthetic: bool,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let r = self
+            .session
+            .append(
+                "tool/call",
+                dsh_session::EventData::ToolCall(tool_call_data(self.turn, self.step, call)),
+                None,
+            )
+            .map(|ev| {
+                self.call_seqs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(index, ev.seq);
+            })
+            .map_err(|e| Box::new(e) as BoxError);
+        Box::pin(std::future::ready(r))
+    }
+
+    fn result_committed<'a>(
+        &'a self,
+        index: usize,
+        call: &'a ToolCallRequest,
+        result: &'a Arc<ToolExecutionResult>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let seq = self
+            .call_seqs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&index)
+            .copied();
+        let intent = match seq {
+            Some(s) => dsh_session::SurfaceIntent::append_from(vec![s]),
+            None => dsh_session::SurfaceIntent::append(),
+        };
+        let r = self
+            .session
+            .append(
+                "tool/result",
+                dsh_session::EventData::ToolResult(tool_result_data(
+                    self.turn,
+                    self.step,
+                    &call.call_id,
+                    result,
+                )),
+                Some(intent),
+            )
+            .map(|_| {
+                self.contexts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(result.additional_contexts().iter().cloned());
+            })
+            .map_err(|e| Box::new(e) as BoxError);
+        Box::pin(std::future::ready(r))
+    }
+}

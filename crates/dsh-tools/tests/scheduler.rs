@@ -386,3 +386,89 @@ async fn concludes_turn_is_reported() {
     .unwrap();
     assert!(out.concludes_turn);
 }
+
+#[tokio::test]
+async fn session_hooks_write_paired_call_and_result_events() {
+    use dsh_session::{EventData, StepData, TurnStartData};
+    let f = setup();
+    f.reg.register(&f.root, echo("echo")).unwrap().detach();
+    let def = define_tool::<EchoArgs, String>("ctx", "Adds context.")
+        .execute(|a, cx| async move {
+            cx.defer_context(dsh_llm::Message::user_text("later"));
+            Ok(a.text)
+        })
+        .unwrap();
+    f.reg.register(&f.root, def).unwrap().detach();
+    let a = agent(&f.root, "a", false);
+    a.session
+        .append(
+            "turn/start",
+            EventData::TurnStart(TurnStartData {
+                turn: 1,
+                trigger: None,
+            }),
+            None,
+        )
+        .unwrap();
+    a.session
+        .append(
+            "step/start",
+            EventData::StepStart(StepData { turn: 1, step: 1 }),
+            None,
+        )
+        .unwrap();
+    let hooks = SessionHooks::new(a.session.clone(), 1, 1);
+    let signal = CancellationToken::new();
+    let out = run_tool_calls(
+        &f.reg,
+        Some(a.caller.clone()),
+        vec![
+            ToolCallRequest::new("c1", "echo", "{\"text\":\"hi\"}"),
+            ToolCallRequest::new("c2", "nope", ""),
+            ToolCallRequest::new("c3", "ctx", "{\"text\":\"x\"}"),
+        ],
+        signal,
+        &hooks,
+        SchedulerConfig::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.results.len(), 3);
+    let log: Vec<serde_json::Value> = a
+        .session
+        .events()
+        .iter()
+        .skip(2)
+        .map(|e| e.to_value())
+        .collect();
+    let kinds: Vec<&str> = log.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    // Echo is parallel-safe, `nope` is exclusive (unknown), so c2 waits for c1's commit.
+    assert_eq!(
+        kinds,
+        [
+            "tool/call",
+            "tool/result",
+            "tool/call",
+            "tool/result",
+            "tool/call",
+            "tool/result"
+        ]
+    );
+    assert_eq!(
+        log[0]["data"],
+        serde_json::json!({"turn": 1, "step": 1, "callId": "c1", "name": "echo", "arguments": "{\"text\":\"hi\"}"})
+    );
+    assert_eq!(log[1]["sourceEventSeqs"], serde_json::json!([2]));
+    assert_eq!(log[1]["surfaceOp"], serde_json::json!("append"));
+    assert_eq!(
+        log[1]["data"]["message"]["content"],
+        serde_json::json!([{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "hi"}], "isError": false}])
+    );
+    assert_eq!(log[1]["data"].get("error"), None);
+    assert_eq!(
+        log[3]["data"]["error"],
+        serde_json::json!({"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"})
+    );
+    let ctx: Vec<String> = hooks.take_contexts().iter().map(|m| m.text()).collect();
+    assert_eq!(ctx, ["later"]);
+}
