@@ -1,0 +1,114 @@
+//! `dsh exec`: one headless turn on a fresh (or resumed) persisted session.
+//!
+//! Streams the answer to stdout (tool activity on stderr), or with `--json` every session event
+//! as a JSON line followed by a mandatory terminal `result` line written after the final flush.
+//! Exit codes: 0 completed, 1 turn error, 2 usage/config error, 3 output-token limit, 4 blocked
+//! by policy, 130 cancelled (Ctrl-C cancels the turn cleanly).
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Result;
+use dsh_llm::Message;
+use serde_json::json;
+
+use crate::app::App;
+use crate::render::{self, Format};
+
+/// What to run.
+pub struct ExecRequest {
+    /// The prompt.
+    pub prompt: String,
+    /// Output format.
+    pub format: Format,
+    /// `--resume ID`.
+    pub resume: Option<String>,
+    /// `--continue`.
+    pub continue_last: bool,
+}
+
+/// Runs one exec and returns the process exit code.
+///
+/// # Errors
+/// Setup failures (the caller maps them to exit 2 or 1).
+pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
+    let started = Instant::now();
+    app.check_provider()?;
+    let agent = if let Some(id) = &req.resume {
+        app.resume(id).await?
+    } else if req.continue_last {
+        let id = app.last_session_id()?;
+        app.resume(&id).await?
+    } else {
+        app.new_agent().await?
+    };
+    let from_seq = agent.session().seq();
+    let (renderer, mid_line) =
+        render::attach(app.kernel.root(), agent.id().to_string(), req.format)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    agent
+        .followup(Message::user_text(req.prompt))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let mut interrupted = false;
+    loop {
+        tokio::select! {
+            () = agent.when_idle() => break,
+            r = tokio::signal::ctrl_c() => {
+                if r.is_err() || interrupted {
+                    // A second Ctrl-C: stop waiting for the turn to wind down.
+                    break;
+                }
+                interrupted = true;
+                let _ = writeln!(std::io::stderr(), "\ninterrupted — cancelling the turn (Ctrl-C again to quit now)");
+                agent.cancel(dsh_agent::AgentCancelCause::User, false);
+            }
+        }
+    }
+    let flushed = app.flush(&agent).await;
+    drop(renderer);
+    let events = agent.session().events();
+    let summary = render::summarize_run(&events, from_seq);
+    let mut code = render::exit_code(summary.reason.as_ref());
+    if let Err(e) = &flushed {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+        code = 1;
+    }
+    match req.format {
+        Format::Text => {
+            if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
+                let _ = writeln!(std::io::stdout());
+            }
+            if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "error: {} ({})",
+                    error.message,
+                    error.code
+                );
+            }
+            if code == 3 {
+                let _ = writeln!(std::io::stderr(), "stopped at the output-token limit");
+            }
+        }
+        Format::Json => {
+            let reason = summary
+                .reason
+                .as_ref()
+                .map_or_else(|| json!("none"), |r| json!(r.kind()));
+            let line = json!({
+                "type": "result",
+                "sessionId": agent.id().as_str(),
+                "reason": reason,
+                "text": summary.text,
+                "usage": summary.usage,
+                "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            });
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+    app.shutdown().await;
+    Ok(code)
+}

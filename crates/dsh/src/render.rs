@@ -1,0 +1,169 @@
+//! Rendering a running session: streamed answer text on stdout, one compact line per tool
+//! call on stderr (text mode), or every session event as a JSON line (`--json`).
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use dsh_kernel::{Context, ListenOptions, Registration};
+use dsh_llm::{StreamChunk, TokenUsage};
+use dsh_session::{EventData, SessionEvent, SessionEventEmitted, TurnEndReason};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Answer text on stdout, tool activity on stderr.
+    Text,
+    /// JSON Lines on stdout: every session event, then a `result` line.
+    Json,
+}
+
+#[derive(Default)]
+struct State {
+    /// The last byte written to stdout was not a newline.
+    mid_line: bool,
+}
+
+/// Subscribes a renderer for session `id`; dropping the registration stops it.
+///
+/// # Errors
+/// The kernel refused the listener (root disposed).
+pub fn attach(
+    ctx: &Context,
+    id: String,
+    format: Format,
+) -> Result<(Registration, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
+    let state = Arc::new(Mutex::new(State::default()));
+    let mid = Arc::new(Mutex::new(false));
+    let mid_out = mid.clone();
+    let reg = ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
+        if n.session.id() != id {
+            return;
+        }
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        match format {
+            Format::Json => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", n.event.to_json());
+                let _ = out.flush();
+            }
+            Format::Text => render_text(&mut st, &n.event),
+        }
+        *mid_out.lock().unwrap_or_else(|e| e.into_inner()) = st.mid_line;
+    })?;
+    Ok((reg, mid))
+}
+
+fn summarize(name: &str, args: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(args).unwrap_or(serde_json::Value::Null);
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    let s = match name {
+        "bash" => field("command"),
+        "read" | "write" | "edit" => field("file_path"),
+        "grep" | "glob" => field("pattern"),
+        _ => None,
+    }
+    .unwrap_or_else(|| args.to_owned());
+    let one_line: String = s.replace('\n', " ⏎ ");
+    if one_line.chars().count() > 120 {
+        let cut: String = one_line.chars().take(117).collect();
+        format!("{cut}...")
+    } else {
+        one_line
+    }
+}
+
+fn render_text(st: &mut State, event: &SessionEvent) {
+    match &event.data {
+        EventData::AssistantChunk(c) => {
+            if let StreamChunk::TextDelta { text, .. } = &c.chunk
+                && !text.is_empty()
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                st.mid_line = !text.ends_with('\n');
+            }
+        }
+        EventData::ToolCall(c) => {
+            if st.mid_line {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(b"\n");
+                let _ = out.flush();
+                st.mid_line = false;
+            }
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "• {} {}", c.name, summarize(&c.name, &c.arguments));
+        }
+        EventData::ToolResult(r)
+            if r.message.content.iter().any(|b| {
+                matches!(
+                    b,
+                    dsh_llm::ContentBlock::ToolResult {
+                        is_error: Some(true),
+                        ..
+                    }
+                )
+            }) =>
+        {
+            let text = r
+                .message
+                .content
+                .iter()
+                .find_map(|b| match b {
+                    dsh_llm::ContentBlock::ToolResult { content, .. } => {
+                        content.iter().find_map(|c| c.as_text().map(str::to_owned))
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let first = text.lines().next().unwrap_or_default();
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "  ✗ {first}");
+        }
+        _ => {}
+    }
+}
+
+/// What the last turn of a run produced.
+#[derive(Debug, Clone, Default)]
+pub struct TurnSummary {
+    /// The turn's end reason (`None` when no turn ran).
+    pub reason: Option<TurnEndReason>,
+    /// The final answer: text of the turn's last assistant message.
+    pub text: String,
+    /// Token usage summed over the turn's assistant messages.
+    pub usage: TokenUsage,
+}
+
+/// Summarizes the turns of `events` from `from_seq` on (the run's turns).
+pub fn summarize_run(events: &[Arc<SessionEvent>], from_seq: u64) -> TurnSummary {
+    let mut s = TurnSummary::default();
+    for e in events.iter().filter(|e| e.seq >= from_seq) {
+        match &e.data {
+            EventData::AssistantMessage(m) => {
+                if let Some(u) = &m.usage {
+                    s.usage.add(u);
+                }
+                let t = m.message.text();
+                if !t.is_empty() || m.message.tool_calls().next().is_none() {
+                    s.text = t;
+                }
+            }
+            EventData::TurnEnd(t) => s.reason = Some(t.reason.clone()),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The process exit code for a turn-end reason (0 completed, 1 error, 3 max-tokens,
+/// 4 blocked, 130 aborted).
+pub fn exit_code(reason: Option<&TurnEndReason>) -> i32 {
+    match reason {
+        Some(TurnEndReason::Completed) | None => 0,
+        Some(TurnEndReason::MaxTokens) => 3,
+        Some(TurnEndReason::Blocked) => 4,
+        Some(TurnEndReason::Aborted { .. }) => 130,
+        Some(_) => 1,
+    }
+}

@@ -1,0 +1,379 @@
+//! Settings: TOML layers — built-in defaults, `$DSH_HOME/settings.toml` (default `~/.dsh`), the
+//! project's `.dsh/settings.toml`, then `-c key=value` flags — and their translation into the
+//! kernel's per-plugin settings sections.
+//!
+//! Unknown keys are errors that name the key and the file. Credentials are only ever
+//! environment-variable references (`api_key_env`); no key is read from or written to settings.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The permission presets (upstream names).
+pub const PERMISSION_MODES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
+
+/// One settings file (every key optional). Unknown keys are refused.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSettings {
+    /// Default provider route id (`deepseek`).
+    pub provider: Option<String>,
+    /// Default model id.
+    pub model: Option<String>,
+    /// `read-only` | `workspace-write` | `danger-full-access`.
+    pub permission_mode: Option<String>,
+    /// Output-token limit per request (tokens).
+    pub max_tokens: Option<u64>,
+    /// A persona replacing the built-in one.
+    pub persona: Option<String>,
+    /// `[persistence]`.
+    pub persistence: Option<PersistenceFile>,
+    /// `[providers.<id>]`: user-defined OpenAI-compatible providers.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderFile>,
+    /// `[agent]`.
+    pub agent: Option<AgentFile>,
+}
+
+/// `[persistence]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersistenceFile {
+    /// `jsonl` (default) or `sqlite`.
+    pub backend: Option<String>,
+    /// Directory for session logs (default `$DSH_HOME/sessions`).
+    pub dir: Option<PathBuf>,
+    /// Batching window in ms (default 200).
+    pub write_batch_ms: Option<u64>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    /// Rolling pool size for parallel-safe tool calls.
+    pub max_parallel_tool_calls: Option<usize>,
+}
+
+/// `[providers.<id>]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderFile {
+    /// Base URL up to (not including) `/chat/completions`, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key (omit for local servers).
+    pub api_key_env: Option<String>,
+    /// Model ids this provider serves.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Human name.
+    pub display_name: Option<String>,
+    /// The server rejects `reasoning_content` on replayed assistant messages.
+    pub omit_reasoning_content: Option<bool>,
+}
+
+/// Where each layer came from, for error messages.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// Human description (a path, or `-c flags`).
+    pub origin: String,
+    /// The parsed table.
+    pub table: toml::Table,
+}
+
+/// The effective configuration of one run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `$DSH_HOME` (default `~/.dsh`).
+    pub dsh_home: PathBuf,
+    /// Workspace root (absolute).
+    pub cwd: PathBuf,
+    /// Provider route id.
+    pub provider: String,
+    /// Model id.
+    pub model: String,
+    /// Permission preset.
+    pub permission_mode: String,
+    /// Output-token limit.
+    pub max_tokens: Option<u64>,
+    /// Persona override.
+    pub persona: Option<String>,
+    /// `jsonl` or `sqlite`.
+    pub backend: String,
+    /// Session directory.
+    pub sessions_dir: PathBuf,
+    /// Batching window (ms).
+    pub write_batch_ms: u64,
+    /// Tool pool size.
+    pub max_parallel_tool_calls: Option<usize>,
+    /// User-defined providers.
+    pub providers: BTreeMap<String, ProviderFile>,
+    /// Persist sessions (false with `--ephemeral`).
+    pub persist: bool,
+}
+
+/// Command-line overrides applied after the files.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `-c key=value` pairs.
+    pub pairs: Vec<String>,
+    /// `--provider`.
+    pub provider: Option<String>,
+    /// `-m/--model`.
+    pub model: Option<String>,
+    /// `--permission-mode`.
+    pub permission_mode: Option<String>,
+    /// `--ephemeral`.
+    pub ephemeral: bool,
+}
+
+/// `$DSH_HOME`, else `~/.dsh`.
+pub fn dsh_home() -> Result<PathBuf> {
+    if let Some(h) = std::env::var_os("DSH_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    let home =
+        dirs::home_dir().ok_or_else(|| anyhow!("cannot find the home directory; set DSH_HOME"))?;
+    Ok(home.join(".dsh"))
+}
+
+fn read_layer(path: &Path) -> Result<Option<Layer>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("{}: invalid TOML", path.display()))?;
+    let layer = Layer {
+        origin: path.display().to_string(),
+        table,
+    };
+    check_layer(&layer)?;
+    Ok(Some(layer))
+}
+
+/// Refuses unknown keys, naming the key and where it came from.
+fn check_layer(layer: &Layer) -> Result<()> {
+    FileSettings::deserialize(toml::Value::Table(layer.table.clone()))
+        .map(|_| ())
+        .map_err(|e| anyhow!("{}: {}", layer.origin, e.message()))
+}
+
+/// Parses `-c key=value` pairs into one layer (dotted keys; values parsed as TOML, else taken
+/// as strings).
+pub fn flag_layer(pairs: &[String]) -> Result<Layer> {
+    let mut table = toml::Table::new();
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| anyhow!("-c {pair}: expected key=value"))?;
+        let value: toml::Value = format!("v = {value}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+        let parts: Vec<&str> = key.trim().split('.').collect();
+        let mut cur = &mut table;
+        for (i, part) in parts.iter().enumerate() {
+            if part.is_empty() {
+                bail!("-c {pair}: empty key segment");
+            }
+            if i + 1 == parts.len() {
+                cur.insert((*part).to_owned(), value.clone());
+            } else {
+                let entry = cur
+                    .entry((*part).to_owned())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                cur = entry
+                    .as_table_mut()
+                    .ok_or_else(|| anyhow!("-c {pair}: `{part}` is not a table"))?;
+            }
+        }
+    }
+    let layer = Layer {
+        origin: "-c flags".to_owned(),
+        table,
+    };
+    check_layer(&layer)?;
+    Ok(layer)
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Loads every layer for workspace `cwd` and resolves the effective configuration.
+///
+/// # Errors
+/// Unreadable or invalid files, unknown keys (naming key and file), a bad permission mode.
+pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
+    let dsh_home = dsh_home()?;
+    let mut layers = Vec::new();
+    if let Some(l) = read_layer(&dsh_home.join("settings.toml"))? {
+        layers.push(l);
+    }
+    if let Some(l) = read_layer(&cwd.join(".dsh").join("settings.toml"))? {
+        layers.push(l);
+    }
+    layers.push(flag_layer(&overrides.pairs)?);
+    let mut merged = toml::Table::new();
+    for l in layers {
+        merge(&mut merged, l.table);
+    }
+    let file = FileSettings::deserialize(toml::Value::Table(merged))
+        .map_err(|e| anyhow!("settings: {}", e.message()))?;
+    let persistence = file.persistence.clone().unwrap_or_default();
+    let backend = persistence.backend.unwrap_or_else(|| "jsonl".to_owned());
+    if backend != "jsonl" && backend != "sqlite" {
+        bail!("settings: persistence.backend must be \"jsonl\" or \"sqlite\", not {backend:?}");
+    }
+    let permission_mode = overrides
+        .permission_mode
+        .clone()
+        .or(file.permission_mode)
+        .unwrap_or_else(|| "workspace-write".to_owned());
+    if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
+        bail!(
+            "permission mode must be one of {}, not {permission_mode:?}",
+            PERMISSION_MODES.join(", ")
+        );
+    }
+    Ok(Config {
+        sessions_dir: persistence.dir.unwrap_or_else(|| dsh_home.join("sessions")),
+        dsh_home,
+        cwd: cwd.to_path_buf(),
+        provider: overrides
+            .provider
+            .clone()
+            .or(file.provider)
+            .unwrap_or_else(|| "deepseek".to_owned()),
+        model: overrides
+            .model
+            .clone()
+            .or(file.model)
+            .unwrap_or_else(|| "deepseek-v4-flash".to_owned()),
+        permission_mode,
+        max_tokens: file.max_tokens,
+        persona: file.persona,
+        backend,
+        write_batch_ms: persistence.write_batch_ms.unwrap_or(200),
+        max_parallel_tool_calls: file.agent.and_then(|a| a.max_parallel_tool_calls),
+        providers: file.providers,
+        persist: !overrides.ephemeral,
+    })
+}
+
+impl Config {
+    /// The kernel settings sections the plugins read.
+    pub fn kernel_settings(&self) -> dsh_kernel::Settings {
+        let official_base = std::env::var("DEEPSEEK_BASE_URL")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "https://api.deepseek.com".to_owned());
+        let routes: Vec<serde_json::Value> = self
+            .providers
+            .iter()
+            .map(|(id, p)| {
+                let mut quirks = json!({});
+                if p.omit_reasoning_content == Some(true) {
+                    quirks["omit_reasoning_content"] = json!(true);
+                }
+                json!({
+                    "id": id,
+                    "display_name": p.display_name,
+                    "base_url": p.base_url.clone().unwrap_or_default(),
+                    "api_key_env": p.api_key_env,
+                    "models": p.models.iter().map(|m| json!({"id": m})).collect::<Vec<_>>(),
+                    "quirks": quirks,
+                })
+            })
+            .collect();
+        let mut persistence = json!({
+            "write_batch_max_delay_ms": self.write_batch_ms,
+        });
+        if self.persist && self.backend == "jsonl" {
+            persistence["root"] = json!(self.sessions_dir);
+        } else {
+            persistence["backend"] = json!("none");
+        }
+        let mut prompt = json!({});
+        if let Some(p) = &self.persona {
+            prompt["persona"] = json!(p);
+        }
+        let mut agent_loop = json!({});
+        if let Some(n) = self.max_parallel_tool_calls {
+            agent_loop["max_parallel_tool_calls"] = json!(n);
+        }
+        dsh_kernel::Settings::new()
+            .with_section(
+                "dsh-llm-deepseek",
+                json!({"official": {"base_url": official_base}, "routes": routes}),
+            )
+            .with_section("dsh-persistence", persistence)
+            .with_section("dsh-system-prompt", prompt)
+            .with_section("dsh-agent-loop", agent_loop)
+            .with_section(
+                "dsh-permissions",
+                json!({"mode": self.permission_mode, "headless": true}),
+            )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_values_parse_as_toml_or_strings() {
+        let l = flag_layer(&[
+            "model=deepseek-v4-pro".into(),
+            "max_tokens=512".into(),
+            "persistence.backend=sqlite".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            toml::Value::Table(l.table).to_string(),
+            "model = \"deepseek-v4-pro\"\nmax_tokens = 512\n\n[persistence]\nbackend = \"sqlite\"\n"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_name_key_and_origin() {
+        let err = flag_layer(&["modle=x".into()]).unwrap_err().to_string();
+        assert!(err.starts_with("-c flags: unknown field `modle`"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("settings.toml");
+        std::fs::write(&p, "[persistence]\nbakend = \"jsonl\"\n").unwrap();
+        let err = read_layer(&p).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{}: unknown field `bakend`", p.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn later_layers_override_earlier_ones() {
+        let mut a: toml::Table =
+            "model = \"a\"\n[persistence]\nbackend = \"jsonl\"\ndir = \"/x\"\n"
+                .parse()
+                .unwrap();
+        let b: toml::Table = "[persistence]\nbackend = \"sqlite\"\n".parse().unwrap();
+        merge(&mut a, b);
+        assert_eq!(
+            toml::Value::Table(a).to_string(),
+            "model = \"a\"\n\n[persistence]\nbackend = \"sqlite\"\ndir = \"/x\"\n"
+        );
+    }
+}
