@@ -182,32 +182,67 @@ pub fn scan_log(path: &Path, id: &str, from_seq: u64) -> Result<ScannedLog> {
     })
 }
 
-/// Reads only the first line of a log and parses it as a header (for listing).
+/// Reads only the first line of a log and parses it as a header (for listing). Reads at most
+/// [`MAX_HEADER_LINE_BYTES`]; usually one 4 KiB read.
 ///
 /// # Errors
 /// As [`parse_header_line`], plus I/O and an over-long/unterminated first line (`Corruption`).
 pub fn read_header(path: &Path) -> Result<(SessionHeader, Revision)> {
-    let file = File::open(path).map_err(|e| PersistenceError::io("open", path, e))?;
+    let mut buf = Vec::new();
+    read_header_with(path, &mut buf)
+}
+
+fn read_header_with(path: &Path, buf: &mut Vec<u8>) -> Result<(SessionHeader, Revision)> {
+    let mut file = File::open(path).map_err(|e| PersistenceError::io("open", path, e))?;
     let meta = file
         .metadata()
         .map_err(|e| PersistenceError::io("stat", path, e))?;
-    let mut reader = BufReader::with_capacity(8192, file).take(MAX_HEADER_LINE_BYTES as u64);
-    let mut buf = Vec::with_capacity(512);
-    let n = reader
-        .read_until(b'\n', &mut buf)
-        .map_err(|e| PersistenceError::io("read", path, e))?;
-    let hint = path.display().to_string();
-    if n == 0 || buf.last() != Some(&b'\n') {
+    buf.clear();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        let n = file
+            .read(&mut chunk)
+            .map_err(|e| PersistenceError::io("read", path, e))?;
+        if n == 0 {
+            break None;
+        }
+        let start = buf.len();
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf[start..].iter().position(|b| *b == b'\n') {
+            break Some(start + i);
+        }
+        if buf.len() > MAX_HEADER_LINE_BYTES {
+            break None;
+        }
+    };
+    let Some(end) = end else {
+        let hint = path.display().to_string();
         return Err(PersistenceError::corruption(
             &hint,
             Some(1),
             "empty or header-less session log",
         ));
-    }
+    };
+    let hint = path.display().to_string();
     Ok((
-        parse_header_line(&buf[..n - 1], &hint, Some(path))?,
+        parse_header_line(&buf[..end], &hint, Some(path))?,
         file_revision(&meta),
     ))
+}
+
+/// Reads the headers of `logs` into `out` (missing logs skipped, unreadable ones logged).
+fn read_headers(logs: &[PathBuf], out: &mut Vec<SessionSnapshot>) {
+    let mut buf = Vec::with_capacity(4096);
+    for log in logs {
+        match read_header_with(log, &mut buf) {
+            Ok((header, revision)) => out.push(SessionSnapshot { header, revision }),
+            Err(PersistenceError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %log.display(), error = %e, "skipping unreadable session log")
+            }
+        }
+    }
 }
 
 impl JsonlBackend {
@@ -307,6 +342,10 @@ impl StorageBackend for JsonlBackend {
             })
     }
 
+    fn exists(&self, id: &str) -> Result<bool> {
+        Ok(self.find_log(id)?.is_some())
+    }
+
     fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
         let Some(path) = self.find_log(id)? else {
             return Ok(None);
@@ -396,28 +435,41 @@ impl StorageBackend for JsonlBackend {
     }
 
     fn list(&self) -> Result<Vec<SessionSnapshot>> {
-        let mut out = Vec::new();
-        let projects = match std::fs::read_dir(&self.config.root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        let projects: Vec<PathBuf> = match std::fs::read_dir(&self.config.root) {
+            Ok(e) => e.flatten().map(|e| e.path()).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(PersistenceError::io("read-dir", &self.config.root, e)),
         };
-        for project in projects.flatten() {
-            let Ok(sessions) = std::fs::read_dir(project.path()) else {
+        let mut logs = Vec::new();
+        for project in projects {
+            let Ok(sessions) = std::fs::read_dir(&project) else {
                 continue;
             };
-            for session in sessions.flatten() {
-                let log = session.path().join(LOG_FILE_NAME);
-                match read_header(&log) {
-                    Ok((header, revision)) => out.push(SessionSnapshot { header, revision }),
-                    Err(PersistenceError::Io { source, .. })
-                        if source.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        tracing::warn!(path = %log.display(), error = %e, "skipping unreadable session log")
-                    }
+            logs.extend(sessions.flatten().map(|s| s.path().join(LOG_FILE_NAME)));
+        }
+        // Headers are read on up to 4 threads (one open + one read + one fstat per log).
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let per = logs.len().div_ceil(threads).max(1);
+        let mut out = Vec::new();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = logs
+                .chunks(per)
+                .map(|group| {
+                    scope.spawn(move || {
+                        let mut part = Vec::new();
+                        read_headers(group, &mut part);
+                        part
+                    })
+                })
+                .collect();
+            for h in handles {
+                if let Ok(part) = h.join() {
+                    out.extend(part);
                 }
             }
-        }
+        });
         out.sort_by(|a, b| a.header.id.cmp(&b.header.id));
         Ok(out)
     }

@@ -112,7 +112,8 @@ pub trait SessionPersistence: Send + Sync + 'static {
     fn inspect(&self, id: &str) -> Result<LoadedSession>;
 
     /// Stored events with `seq >= from_seq` (past the end ⇒ empty), without repair (a torn tail is
-    /// not returned; no closers).
+    /// not returned; no closers). `from_seq` is a `u64`, so upstream's negative/non-integer
+    /// rejection is enforced by the type.
     ///
     /// # Errors
     /// As [`SessionPersistence::inspect`].
@@ -165,6 +166,13 @@ pub trait StorageBackend: Send + Sync + 'static {
     /// # Errors
     /// `Corruption`, `FormatUnsupported` (header version), I/O/backend errors.
     fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>>;
+    /// Whether anything is stored under `id` (cheap probe; default reads the prefix).
+    ///
+    /// # Errors
+    /// I/O/backend errors.
+    fn exists(&self, id: &str) -> Result<bool> {
+        Ok(self.load_stored(id)?.is_some())
+    }
     /// Appends a contiguous batch atomically and durably; materialises the session (header + batch)
     /// when nothing is stored yet. Must verify `events[0].seq` equals its stored next seq.
     ///

@@ -301,3 +301,63 @@ async fn llm_stream_checkpoint_is_fail_closed() {
     assert_eq!(service.coordinator.cursor("s"), Some((0, 1)));
     kernel.dispose().await;
 }
+
+#[tokio::test]
+async fn resume_rebuilds_session_and_continues_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
+        root: dir.path().to_path_buf(),
+        pack_chunks: true,
+    });
+    // A crashed session: turn 2 open with a logged, unanswered call.
+    let mut s = Script::default();
+    s.full_turn(1);
+    s.turn_start(2);
+    s.user("again");
+    s.step_start(2, 1);
+    s.assistant(2, 1, "x", &["c9"]);
+    s.tool_call(2, 1, "c9");
+    let mut h = SessionHeader::new("r1", 1);
+    h.cwd = Some("/work/r".into());
+    backend.create(h.clone()).unwrap();
+    backend.append("r1", &s.events).unwrap();
+    backend.release("r1");
+
+    let kernel = dsh_kernel::Kernel::new();
+    let ctx = kernel.root().child("p").unwrap();
+    let fresh = dsh_persistence::jsonl_persistence(JsonlConfig {
+        root: dir.path().to_path_buf(),
+        pack_chunks: true,
+    });
+    let service = dsh_persistence::install(&ctx, fresh.clone(), Duration::from_secs(3600)).unwrap();
+    let loaded = service.resume("r1").await.unwrap();
+    assert_eq!(loaded.repair.closers, 3);
+    let n = loaded.events.len() as u64;
+    let session = dsh_session::Session::from_restore(
+        "r1",
+        loaded.events.clone(),
+        Some(loaded.header.clone()),
+    )
+    .unwrap();
+    assert_eq!(session.seq(), n);
+    assert_eq!(session.open_turn(), None);
+    // The restored events are below the cursor: re-admitting them writes nothing.
+    for e in session.events() {
+        service.coordinator.admit(&loaded.header, &e);
+    }
+    assert_eq!(service.coordinator.cursor("r1"), Some((n, 0)));
+    let next = session
+        .append_value("turn/start", serde_json::json!({"turn": 3}), None, false)
+        .unwrap();
+    service.coordinator.admit(&loaded.header, &next);
+    service.flush("r1").await.unwrap();
+    let reread = dsh_persistence::jsonl_persistence(JsonlConfig {
+        root: dir.path().to_path_buf(),
+        pack_chunks: true,
+    })
+    .read_from("r1", 0)
+    .unwrap();
+    assert_eq!(reread.len() as u64, n + 1);
+    assert_eq!(reread.last().unwrap().seq, n);
+    kernel.dispose().await;
+}

@@ -362,6 +362,16 @@ impl StorageBackend for SqliteBackend {
         None
     }
 
+    fn exists(&self, id: &str) -> Result<bool> {
+        let conn = self.conn();
+        conn.query_row("SELECT 1 FROM sessions WHERE id = ?", params![id], |_| {
+            Ok(())
+        })
+        .optional()
+        .map(|r| r.is_some())
+        .map_err(backend_err)
+    }
+
     fn load_stored(&self, id: &str) -> Result<Option<StoredPrefix>> {
         let mut conn = self.conn();
         // A read transaction gives a consistent header + rows snapshot.
