@@ -125,7 +125,8 @@ impl WriteCoordinator {
 
     /// Admits a copy of one committed event (the `session/event` observer). Never blocks on I/O:
     /// it takes a short in-memory lock and may arm the window timer. Events below the session's
-    /// cursor (already stored or already admitted) are skipped. After `close`, ignored.
+    /// durable cursor or already pending are skipped; pending events are kept in seq order. After
+    /// `close`, ignored.
     pub fn admit(&self, header: &SessionHeader, event: &Arc<SessionEvent>) {
         if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
             return;
@@ -133,11 +134,15 @@ impl WriteCoordinator {
         let ctl = self.controller(header, false, 0);
         let arm = {
             let mut st = lock(&ctl.st);
-            let next = st.stored + st.pending.len() as u64;
-            if event.seq < next {
+            if event.seq < st.stored {
                 return;
             }
-            st.pending.push(event.clone());
+            // Pending stays sorted by seq and duplicate-free, so a seed admitted after a live
+            // event (or a re-emitted event) still forms one contiguous batch.
+            match st.pending.binary_search_by_key(&event.seq, |e| e.seq) {
+                Ok(_) => return,
+                Err(pos) => st.pending.insert(pos, event.clone()),
+            }
             !std::mem::replace(&mut st.timer_armed, true)
         };
         if arm {
@@ -223,6 +228,8 @@ impl WriteCoordinator {
                 let mut rest = std::mem::take(&mut st.pending);
                 st.pending = batch;
                 st.pending.append(&mut rest);
+                st.pending.sort_by_key(|e| e.seq);
+                st.pending.dedup_by_key(|e| e.seq);
                 Err(e)
             }
         }

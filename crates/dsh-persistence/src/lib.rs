@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Context, ListenOptions};
-use dsh_session::{SessionDisposed, SessionEventEmitted, SessionFlush};
+use dsh_session::{SessionCreated, SessionDisposed, SessionEventEmitted, SessionFlush};
 
 pub use coordinator::{DEFAULT_WRITE_BATCH_MAX_DELAY_MS, WriteCoordinator};
 pub use error::{PersistenceError, Result, UnsupportedReason};
@@ -105,7 +105,8 @@ impl PersistenceService {
 }
 
 /// Installs `backend` in `ctx`: provides `Arc<PersistenceService>`, registers global listeners
-/// for `session/event` (admit, never blocks), `session/flush` (drain; failure surfaces to the
+/// for `session/created` (admits seed events, which are not published), `session/event` (admit,
+/// never blocks), `session/flush` (drain; failure surfaces to the
 /// flusher), `session/disposed` (final drain, release; failure logged) and the checkpoint barriers.
 ///
 /// # Errors
@@ -124,6 +125,15 @@ pub fn install(
     let c = coordinator.clone();
     ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
         c.admit(n.session.header(), &n.event);
+    })?
+    .detach();
+    let c = coordinator.clone();
+    // Seed events (fork/replay) are not published as `session/event`: admit them at creation.
+    ctx.on_emit_with::<SessionCreated>(ListenOptions::global(), move |n| {
+        let header = n.session.header().clone();
+        for e in n.session.events() {
+            c.admit(&header, &e);
+        }
     })?
     .detach();
     let c = coordinator.clone();

@@ -361,3 +361,52 @@ async fn resume_rebuilds_session_and_continues_the_log() {
     assert_eq!(reread.last().unwrap().seq, n);
     kernel.dispose().await;
 }
+
+#[tokio::test]
+async fn seeded_session_persists_its_seed() {
+    use dsh_session as _;
+    let kernel = dsh_kernel::Kernel::new();
+    kernel.boot().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
+        root: dir.path().to_path_buf(),
+        pack_chunks: true,
+    });
+    let ctx = kernel.root().child("persistence").unwrap();
+    let service =
+        dsh_persistence::install(&ctx, backend.clone(), Duration::from_secs(3600)).unwrap();
+    let store = kernel
+        .root()
+        .require::<dsh_session::SessionStore>()
+        .unwrap();
+    let mut seed = Script::default();
+    seed.turn_start(1);
+    seed.turn_end(1);
+    let session = store
+        .create(
+            Some("fork1".into()),
+            dsh_session::CreateOptions {
+                seed: Some(common::to_plain(&seed.events)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    session
+        .append_value("turn/start", serde_json::json!({"turn": 2}), None, false)
+        .unwrap();
+    assert!(store.flush(&session).await.unwrap());
+    let stored = backend.read_from("fork1", 0).unwrap();
+    let kinds: Vec<String> = stored.iter().map(|e| e.kind.to_string()).collect();
+    assert_eq!(
+        kinds,
+        vec!["turn/start", "turn/end", "session/end-seed", "turn/start"]
+    );
+    assert_eq!(
+        service
+            .coordinator
+            .retained_failure("fork1")
+            .map(|e| e.code()),
+        None
+    );
+    kernel.dispose().await;
+}
