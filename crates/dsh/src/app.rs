@@ -56,7 +56,7 @@ pub fn storage(config: &Config) -> Result<Arc<dyn SessionPersistence>> {
         _ => Arc::new(dsh_persistence::Persistence::with_registry(
             dsh_persistence::JsonlBackend::new(dsh_persistence::JsonlConfig {
                 root: config.sessions_dir.clone(),
-                pack_chunks: true,
+                ..dsh_persistence::JsonlConfig::default()
             }),
             registry,
         )),
@@ -193,7 +193,7 @@ impl App {
         let mut list = storage
             .list()
             .map_err(|e| anyhow!("listing sessions: {e}"))?;
-        list.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        list.sort_by_key(|h| std::cmp::Reverse(h.created_at));
         Ok(list)
     }
 

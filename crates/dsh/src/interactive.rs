@@ -1,15 +1,259 @@
-//! The line-mode interactive shell.
+//! The line-mode interactive shell: a prompt, the streamed answer, tool activity on stderr,
+//! Ctrl-C cancels the running turn (a second Ctrl-C while idle, or `/exit`, quits), slash
+//! commands (`/new`, `/sessions`, `/resume ID`, `/model [PROVIDER/]MODEL`, `/help`, `/exit`),
+//! and an approval answerer that asks y/n at the prompt.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
 
 use anyhow::Result;
+use dsh_agent::{Agent, AgentCancelCause};
+use dsh_approval::{ApprovalAnswer, ApprovalOutcome, ApprovalRequestEvent};
+use dsh_kernel::Registration;
+use dsh_llm::Message;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::app::App;
+use crate::render::{self, Format};
 
-/// Runs the interactive shell; returns the exit code.
+/// A question from the approval answerer to the input loop.
+struct Ask {
+    text: String,
+    reply: oneshot::Sender<bool>,
+}
+
+const HELP: &str = "commands: /new (fresh session)  /sessions (stored sessions)  /resume ID  \
+/model [PROVIDER/]MODEL  /help  /exit — Ctrl-C cancels a running turn; Ctrl-C while idle quits";
+
+fn prompt() {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(b"> ");
+    let _ = out.flush();
+}
+
+fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+fn register_answerer(app: &App, tx: mpsc::Sender<Ask>) -> Result<Registration> {
+    app.kernel
+        .root()
+        .on_waterfall::<ApprovalRequestEvent, _, _>(move |q, _next| {
+            let tx = tx.clone();
+            async move {
+                let (reply, rx) = oneshot::channel();
+                let text = format!(
+                    "allow tool `{}`{}? [y/N]",
+                    q.request.tool_name,
+                    q.request
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                );
+                if tx.send(Ask { text, reply }).await.is_err() {
+                    return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::Unavailable));
+                }
+                let allowed = tokio::select! {
+                    r = rx => r.unwrap_or(false),
+                    () = q.request.signal.cancelled() => {
+                        return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::Cancelled));
+                    }
+                };
+                Ok(ApprovalAnswer::Outcome(if allowed {
+                    ApprovalOutcome::AllowedOnce
+                } else {
+                    ApprovalOutcome::Rejected
+                }))
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn spawn_stdin() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs the shell; returns the exit code.
 ///
 /// # Errors
-/// Setup failures.
+/// Setup failures (provider, session).
 pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
-    let _ = resume;
+    app.check_provider()?;
+    let mut agent = match &resume {
+        Some(id) => app.resume(id).await?,
+        None => app.new_agent().await?,
+    };
+    let (ask_tx, mut ask_rx) = mpsc::channel::<Ask>(4);
+    let _answerer = register_answerer(&app, ask_tx)?;
+    let mut lines = spawn_stdin();
+    let mut renderer = attach(&app, &agent)?;
+    say(&format!(
+        "dsh {} — {}/{} — session {}\n{HELP}",
+        env!("CARGO_PKG_VERSION"),
+        app.config.provider,
+        app.config.model,
+        agent.id()
+    ));
+    let mut running = false;
+    let mut pending_ask: Option<oneshot::Sender<bool>> = None;
+    prompt();
+    loop {
+        tokio::select! {
+            line = lines.recv() => {
+                let Some(line) = line else {
+                    // End of input: let a running turn finish (Ctrl-C still cancels it).
+                    if running {
+                        tokio::select! {
+                            () = agent.when_idle() => renderer.finish_line(),
+                            _ = tokio::signal::ctrl_c() => agent.cancel(AgentCancelCause::User, true),
+                        }
+                        agent.when_idle().await;
+                    }
+                    break;
+                };
+                if let Some(reply) = pending_ask.take() {
+                    let yes = matches!(line.trim(), "y" | "Y" | "yes");
+                    let _ = reply.send(yes);
+                    continue;
+                }
+                let line = line.trim().to_owned();
+                if line.is_empty() {
+                    if !running { prompt(); }
+                    continue;
+                }
+                if let Some(cmd) = line.strip_prefix('/') {
+                    let mut parts = cmd.splitn(2, ' ');
+                    let name = parts.next().unwrap_or_default();
+                    let arg = parts.next().map(str::trim).unwrap_or_default();
+                    match name {
+                        "exit" | "quit" => break,
+                        "help" => say(HELP),
+                        "new" | "resume" => {
+                            if running {
+                                say("a turn is running; Ctrl-C it first");
+                            } else {
+                                let next = if name == "new" {
+                                    app.new_agent().await
+                                } else if arg.is_empty() {
+                                    Err(anyhow::anyhow!("usage: /resume ID"))
+                                } else {
+                                    app.resume(arg).await
+                                };
+                                match next {
+                                    Ok(a) => {
+                                        let _ = app.flush(&agent).await;
+                                        agent = a;
+                                        renderer = attach(&app, &agent)?;
+                                        say(&format!("session {}", agent.id()));
+                                    }
+                                    Err(e) => say(&format!("error: {e:#}")),
+                                }
+                            }
+                        }
+                        "sessions" => match app.stored_headers() {
+                            Ok(list) => {
+                                for h in list.iter().take(20) {
+                                    say(&format!("{}  {}", h.id, h.cwd.as_deref().unwrap_or("-")));
+                                }
+                            }
+                            Err(e) => say(&format!("error: {e:#}")),
+                        },
+                        "model" => {
+                            if arg.is_empty() {
+                                let o = agent.options();
+                                say(&format!(
+                                    "{}/{}",
+                                    o.provider.unwrap_or_default(),
+                                    o.model.unwrap_or_default()
+                                ));
+                            } else {
+                                let mut o = agent.options();
+                                match arg.split_once('/') {
+                                    Some((p, m)) => {
+                                        o.provider = Some(p.to_owned());
+                                        o.model = Some(m.to_owned());
+                                    }
+                                    None => o.model = Some(arg.to_owned()),
+                                }
+                                agent.set_options(o);
+                                say(&format!("model set to {arg} (from the next request on)"));
+                            }
+                        }
+                        other => say(&format!("unknown command /{other}; {HELP}")),
+                    }
+                    if !running { prompt(); }
+                    continue;
+                }
+                if let Err(e) = agent.followup(Message::user_text(line)) {
+                    say(&format!("error: {e}"));
+                    continue;
+                }
+                if running {
+                    say("(queued for the next turn)");
+                }
+                running = true;
+            }
+            ask = ask_rx.recv() => {
+                if let Some(ask) = ask {
+                    say(&ask.text);
+                    pending_ask = Some(ask.reply);
+                }
+            }
+            () = agent.when_idle(), if running => {
+                running = false;
+                renderer.finish_line();
+                let _ = app.flush(&agent).await;
+                prompt();
+            }
+            r = tokio::signal::ctrl_c() => {
+                if r.is_err() { break; }
+                if running {
+                    say("\ncancelling the turn");
+                    agent.cancel(AgentCancelCause::User, true);
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = app.flush(&agent).await;
+    drop(renderer);
+    say(&format!("session {} saved", agent.id()));
     app.shutdown().await;
     Ok(0)
+}
+
+struct Renderer {
+    _reg: Registration,
+    mid_line: Arc<std::sync::Mutex<bool>>,
+}
+
+impl Renderer {
+    fn finish_line(&self) {
+        let mut mid = self.mid_line.lock().unwrap_or_else(|e| e.into_inner());
+        if *mid {
+            let _ = writeln!(std::io::stdout());
+            *mid = false;
+        }
+    }
+}
+
+fn attach(app: &App, agent: &Agent) -> Result<Renderer> {
+    let (reg, mid_line) = render::attach(app.kernel.root(), agent.id().to_string(), Format::Text)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Renderer {
+        _reg: reg,
+        mid_line,
+    })
 }

@@ -21,6 +21,7 @@ use dsh_tool_todo as _;
 use dsh_tools as _;
 
 /// The exact plugin ids the default binary registers, sorted.
+#[cfg_attr(not(test), allow(dead_code, reason = "pinned by the test below"))]
 pub const DEFAULT_PLUGIN_IDS: &[&str] = &[
     "dsh-agent",
     "dsh-agent-loop",

@@ -113,6 +113,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderFile>,
     /// Persist sessions (false with `--ephemeral`).
     pub persist: bool,
+    /// No person can answer approval questions (`dsh exec`).
+    pub headless: bool,
 }
 
 /// Command-line overrides applied after the files.
@@ -272,6 +274,7 @@ pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
         max_parallel_tool_calls: file.agent.and_then(|a| a.max_parallel_tool_calls),
         providers: file.providers,
         persist: !overrides.ephemeral,
+        headless: true,
     })
 }
 
@@ -326,8 +329,9 @@ impl Config {
             .with_section("dsh-agent-loop", agent_loop)
             .with_section(
                 "dsh-permissions",
-                json!({"mode": self.permission_mode, "headless": true}),
+                json!({"mode": self.permission_mode, "headless": self.headless}),
             )
+            .with_section("dsh-context", json!({"dsh_home": self.dsh_home}))
     }
 }
 
@@ -345,7 +349,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             toml::Value::Table(l.table).to_string(),
-            "model = \"deepseek-v4-pro\"\nmax_tokens = 512\n\n[persistence]\nbackend = \"sqlite\"\n"
+            "{ max_tokens = 512, model = \"deepseek-v4-pro\", persistence = { backend = \"sqlite\" } }"
         );
     }
 
@@ -373,7 +377,7 @@ mod tests {
         merge(&mut a, b);
         assert_eq!(
             toml::Value::Table(a).to_string(),
-            "model = \"a\"\n\n[persistence]\nbackend = \"sqlite\"\ndir = \"/x\"\n"
+            "{ model = \"a\", persistence = { backend = \"sqlite\", dir = \"/x\" } }"
         );
     }
 }
