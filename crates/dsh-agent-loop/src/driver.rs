@@ -20,14 +20,13 @@ use dsh_llm::{
 };
 use dsh_session::{
     AssistantChunkData, AssistantMessageData, EventData, RequestContext, RequestHeaderData,
-    RequestHeaderReason, Session, SessionError, StepData, SurfaceIntent, ToolCallData,
-    ToolResultData, ToolResultError, TurnEndData, TurnEndReason, TurnStartData,
+    RequestHeaderReason, Session, SessionError, StepData, SurfaceIntent, TurnEndData,
+    TurnEndReason, TurnStartData,
 };
 use dsh_tools::ToolRegistry;
-use dsh_tools::scheduler::{SchedulerConfig, SchedulerHooks, ToolCallRequest, run_tool_calls};
+use dsh_tools::scheduler::{SchedulerConfig, SessionHooks, ToolCallRequest, run_tool_calls};
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use serde_json::Value;
 
 use crate::LoopConfig;
 use crate::prompt::{PromptParts, RetainedSnapshot, snapshot_for};
@@ -640,13 +639,7 @@ impl Runner {
             session.clone(),
             agent.id().clone(),
         );
-        let hooks = LoopHooks {
-            agent: agent.clone(),
-            session,
-            turn,
-            step,
-            call_seqs: Mutex::new(Vec::new()),
-        };
+        let hooks = SessionHooks::new(session, turn, step);
         let outcome = run_tool_calls(
             registry,
             Some(caller),
@@ -659,6 +652,12 @@ impl Runner {
         )
         .await
         .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+        // Additional contexts enter after the results, on the next step.
+        for context in hooks.take_contexts() {
+            agent
+                .inject(context)
+                .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+        }
         if outcome.aborted || signal.is_cancelled() {
             return Err(TurnFail::Aborted);
         }
@@ -666,88 +665,6 @@ impl Runner {
             StepEnd::End(TurnEndReason::Completed)
         } else {
             StepEnd::Continue
-        })
-    }
-}
-
-/// The scheduler callbacks: `tool/call` when a call starts, `tool/result` when it commits.
-struct LoopHooks {
-    agent: Agent,
-    session: Arc<Session>,
-    turn: u64,
-    step: u64,
-    call_seqs: Mutex<Vec<(usize, u64)>>,
-}
-
-impl SchedulerHooks for LoopHooks {
-    fn call_started<'a>(
-        &'a self,
-        index: usize,
-        call: &'a ToolCallRequest,
-        _synthetic: bool,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let ev = self.session.append(
-                "tool/call",
-                EventData::ToolCall(ToolCallData {
-                    turn: self.turn,
-                    step: self.step,
-                    call_id: call.call_id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                }),
-                None,
-            )?;
-            self.call_seqs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((index, ev.seq));
-            Ok(())
-        })
-    }
-
-    fn result_committed<'a>(
-        &'a self,
-        index: usize,
-        call: &'a ToolCallRequest,
-        result: &'a Arc<dsh_tools::ToolExecutionResult>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let call_seq = self
-                .call_seqs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .find(|(i, _)| *i == index)
-                .map(|(_, s)| *s);
-            let message = Message::tool_result(
-                call.call_id.clone(),
-                result.content().to_vec(),
-                result.is_error(),
-            );
-            let error = result.error_info().map(|i| ToolResultError {
-                name: i.name.clone(),
-                code: i.code.clone(),
-            });
-            let meta: Option<Value> = result.meta().cloned();
-            self.session.append(
-                "tool/result",
-                EventData::ToolResult(ToolResultData {
-                    turn: self.turn,
-                    step: self.step,
-                    message: Arc::new(message),
-                    error,
-                    meta,
-                }),
-                Some(match call_seq {
-                    Some(s) => SurfaceIntent::append_from(vec![s]),
-                    None => SurfaceIntent::append(),
-                }),
-            )?;
-            for context in result.additional_contexts() {
-                self.agent.inject(context.clone())?;
-            }
-            Ok(())
         })
     }
 }
