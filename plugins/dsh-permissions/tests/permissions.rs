@@ -579,3 +579,61 @@ async fn policy_runtime_context_states_the_mode() {
         );
     }
 }
+
+fn open_turn(session: &Session) {
+    session
+        .append(
+            "turn/start",
+            EventData::TurnStart(dsh_session::TurnStartData {
+                turn: 1,
+                trigger: None,
+            }),
+            None,
+        )
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workspace_write_ask_goes_through_the_approval_service() {
+    let h = harness("workspace-write", true).await;
+    open_turn(&h.session);
+    let outside = h.root.parent().unwrap().join("outside/x.txt");
+    let args = json!({"file_path": outside.display().to_string(), "content": "x"});
+    // No answerer: the approval service answers `unavailable`; the pipeline denies.
+    let r = h.call("c1", "write", args.clone()).await;
+    assert_eq!(
+        text(&r),
+        "Error: tool \"write\" requires approval, but no approval channel is available"
+    );
+    // The question the user would see carries the preset's reason.
+    let asked: Vec<Value> = h
+        .session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "approval/asked")
+        .map(|e| serde_json::to_value(&**e).unwrap()["data"]["reason"].clone())
+        .collect();
+    assert_eq!(
+        asked,
+        vec![json!(format!(
+            "permission preset workspace-write: write target {} is outside the workspace {}; approve this call to allow it once, or rerun with --permission-mode danger-full-access",
+            outside.display(),
+            h.root.display()
+        ))]
+    );
+    // An answerer that allows once lets the call through the policy (to dispatch: no tool
+    // plugin is linked, so it fails there, not with a permission text).
+    h.kernel
+        .root()
+        .on_waterfall::<dsh_approval::ApprovalRequestEvent, _, _>(|_q, _next| async {
+            Ok(dsh_approval::ApprovalOutcome::AllowedOnce.into())
+        })
+        .unwrap()
+        .detach();
+    let r = h.call("c2", "write", args).await;
+    let t = text(&r);
+    assert!(
+        !t.contains("approval") && !t.contains("permission preset"),
+        "{t}"
+    );
+}
