@@ -25,8 +25,8 @@ use dsh_session::{
 };
 use dsh_tools::ToolRegistry;
 use dsh_tools::scheduler::{SchedulerConfig, SessionHooks, ToolCallRequest, run_tool_calls};
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 
 use crate::LoopConfig;
 use crate::prompt::{PromptParts, RetainedSnapshot, snapshot_for};
@@ -144,7 +144,34 @@ impl Runner {
             tracing::error!(agent = %agent.id(), error = %e, "could not open a turn");
             return;
         }
-        let outcome = self.turn_body(&agent, turn, &signal).await;
+        // A panicking plugin (a waterfall listener, a tool body outside the pipeline's own
+        // containment) ends the turn with an error; it never takes the driver down.
+        let outcome = match std::panic::AssertUnwindSafe(self.turn_body(&agent, turn, &signal))
+            .catch_unwind()
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".to_owned());
+                if let Some((t, Some(step))) = session.open_turn()
+                    && t == turn
+                {
+                    let _ = session.append(
+                        "step/end",
+                        EventData::StepEnd(StepData { turn, step }),
+                        None,
+                    );
+                }
+                Err(TurnFail::Error(LlmFailure::new(
+                    codes::UNKNOWN,
+                    format!("a plugin panicked during the turn: {message}"),
+                )))
+            }
+        };
         let reason = match outcome {
             Ok(reason) => reason,
             Err(TurnFail::Aborted) => aborted_reason(&agent),

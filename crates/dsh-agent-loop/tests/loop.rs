@@ -599,3 +599,48 @@ async fn runtime_contexts_travel_as_snapshots_sent_only_on_change() {
     );
     assert_requests_reconstructable(&h.script, session);
 }
+
+#[tokio::test]
+async fn a_panicking_plugin_ends_the_turn_not_the_driver() {
+    let h = Harness::new(vec![text("second turn works")]).await;
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let a = armed.clone();
+    h.kernel
+        .root()
+        .on_waterfall::<dsh_agent::AgentRequest, _, _>(move |p, next| {
+            let a = a.clone();
+            async move {
+                if a.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    panic!("listener bug");
+                }
+                next.run(p).await
+            }
+        })
+        .unwrap()
+        .detach();
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    let reasons = turn_end_reasons(agent.session());
+    assert_eq!(
+        reasons,
+        vec![
+            json!({"kind":"error","error":{"message":"a plugin panicked during the turn: listener bug","code":"UNKNOWN"}}),
+            json!({"kind":"completed"}),
+        ]
+    );
+    let k = kinds(agent.session());
+    assert_eq!(
+        k[..6].to_vec(),
+        s(&[
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "step/start",
+            "user/message",
+            "step/end"
+        ])
+    );
+}
