@@ -130,6 +130,7 @@ fn torture_child() {
         let backend = jsonl_persistence(JsonlConfig {
             root: root.into(),
             pack_chunks: true,
+            compression: Default::default(),
         });
         let coord = WriteCoordinator::new(backend, Duration::from_millis(5));
         let h = header();
@@ -216,6 +217,7 @@ fn torture_kill9_repairs_and_keeps_acked_events() {
         let p = jsonl_persistence(JsonlConfig {
             root: dir.path().to_path_buf(),
             pack_chunks: true,
+            compression: Default::default(),
         });
         let loaded = match p.load(SESSION) {
             Ok(l) => l,
@@ -273,6 +275,7 @@ fn torture_kill9_repairs_and_keeps_acked_events() {
         let again = jsonl_persistence(JsonlConfig {
             root: dir.path().to_path_buf(),
             pack_chunks: true,
+            compression: Default::default(),
         })
         .load(SESSION)
         .unwrap();

@@ -56,6 +56,7 @@ fn append_throughput(c: &mut Criterion) {
             let p = jsonl_persistence(JsonlConfig {
                 root: dir.path().to_path_buf(),
                 pack_chunks: true,
+                compression: Default::default(),
             });
             rt.block_on(async {
                 let coord = WriteCoordinator::new(p, Duration::from_millis(200));
@@ -73,6 +74,7 @@ fn append_throughput(c: &mut Criterion) {
             let p = jsonl_persistence(JsonlConfig {
                 root: dir.path().to_path_buf(),
                 pack_chunks: true,
+                compression: Default::default(),
             });
             p.create(header("s")).unwrap();
             for chunk in evs[..2_000].chunks(100) {
@@ -88,6 +90,7 @@ fn load_100mb(c: &mut Criterion) {
     let p = jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let evs = events(100_000, 1_900);
     p.create(header("big")).unwrap();
@@ -129,6 +132,7 @@ fn list_10k(c: &mut Criterion) {
     let p = jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let mut g = c.benchmark_group("list");
     g.sample_size(10);

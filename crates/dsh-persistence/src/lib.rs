@@ -46,7 +46,7 @@ pub use header::{
     MAX_SAFE_INTEGER, SESSION_FORMAT_VERSION, SessionHeader, check_version, header_to_line,
     normalize_header, parse_header_line, parse_header_value, validate_header,
 };
-pub use jsonl::{JsonlBackend, JsonlConfig};
+pub use jsonl::{Compression, JsonlBackend, JsonlConfig};
 pub use path::{encode_segment, log_path, project_dir, project_key, session_dir};
 pub use repair::{
     NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN,
@@ -170,6 +170,8 @@ pub struct PersistenceSettings {
     pub pack_chunks: Option<bool>,
     /// Batching window in ms (default 200).
     pub write_batch_max_delay_ms: Option<u64>,
+    /// `"none"` (default, plain `session.jsonl`) or `"zstd"` (`session.jsonl.zstd`).
+    pub compression: Option<jsonl::Compression>,
     /// `"jsonl"` (default) or `"none"` (another backend is installed by the host).
     pub backend: Option<String>,
 }
@@ -185,6 +187,7 @@ fn apply(ctx: &Context) -> std::result::Result<(), BoxError> {
     let config = JsonlConfig {
         root,
         pack_chunks: settings.pack_chunks.unwrap_or(true),
+        compression: settings.compression.unwrap_or_default(),
     };
     let registry = ctx
         .get::<dsh_session::EventTypeRegistry>()

@@ -153,6 +153,9 @@ pub struct StoredPrefix {
     pub revision: Revision,
     /// `Some(marker)` iff there is a torn tail to cut before appending.
     pub torn_marker: Option<u64>,
+    /// `Some(seq)` when the events from `seq` on were recovered from the torn tail itself (the
+    /// complete records of a torn zstd frame): `adopt` re-appends them after cutting the tail.
+    pub rewrite_from: Option<u64>,
 }
 
 /// The durable primitives a concrete backend supplies to [`Persistence`].

@@ -31,6 +31,7 @@ fn conformance_upstream_logs_load_and_rewrite_equal() {
         let p = jsonl_persistence(JsonlConfig {
             root: src.path().to_path_buf(),
             pack_chunks: true,
+            compression: Default::default(),
         });
         let loaded = match p.inspect(&id) {
             Ok(l) => l,
@@ -55,6 +56,7 @@ fn conformance_upstream_logs_load_and_rewrite_equal() {
         let q = jsonl_persistence(JsonlConfig {
             root: dst.path().to_path_buf(),
             pack_chunks: true,
+            compression: Default::default(),
         });
         q.create(loaded.header.clone()).unwrap();
         let events: Vec<Arc<SessionEvent>> = loaded.events.iter().cloned().map(Arc::new).collect();
@@ -92,6 +94,7 @@ fn conformance_upstream_logs_load_and_rewrite_equal() {
         let r = jsonl_persistence(JsonlConfig {
             root: again.path().to_path_buf(),
             pack_chunks: true,
+            compression: Default::default(),
         });
         r.create(reloaded.header.clone()).unwrap();
         let events: Vec<Arc<SessionEvent>> = reloaded.events.into_iter().map(Arc::new).collect();
@@ -132,6 +135,7 @@ fn conformance_listing_reads_every_corpus_header() {
     let p = jsonl_persistence(JsonlConfig {
         root: root.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let listed: std::collections::BTreeSet<String> =
         p.list().unwrap().into_iter().map(|h| h.id).collect();

@@ -196,6 +196,7 @@ async fn kernel_session_events_are_persisted_and_flush_is_durable() {
     let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let ctx = kernel.root().child("persistence").unwrap();
     let service =
@@ -308,6 +309,7 @@ async fn resume_rebuilds_session_and_continues_the_log() {
     let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     // A crashed session: turn 2 open with a logged, unanswered call.
     let mut s = Script::default();
@@ -328,6 +330,7 @@ async fn resume_rebuilds_session_and_continues_the_log() {
     let fresh = dsh_persistence::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let service = dsh_persistence::install(&ctx, fresh.clone(), Duration::from_secs(3600)).unwrap();
     let loaded = service.resume("r1").await.unwrap();
@@ -354,6 +357,7 @@ async fn resume_rebuilds_session_and_continues_the_log() {
     let reread = dsh_persistence::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     })
     .read_from("r1", 0)
     .unwrap();
@@ -371,6 +375,7 @@ async fn seeded_session_persists_its_seed() {
     let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let ctx = kernel.root().child("persistence").unwrap();
     let service =

@@ -25,6 +25,7 @@ fn store(root: &Path) -> Arc<dsh_persistence::JsonlPersistence> {
     jsonl_persistence(JsonlConfig {
         root: root.to_path_buf(),
         pack_chunks: true,
+        compression: Default::default(),
     })
 }
 

@@ -10,8 +10,7 @@
 //! - One row per logical event (`ignorable` = 1 only for ignorable events, else NULL), or one row
 //!   per packed chunk run (`type` = `text-chunks|reasoning-chunks|tool-call-chunks`, `ignorable = 0`
 //!   as the physical discriminator, seq/time of the first member, NULL surface fields).
-//! - `data` is stored as TEXT JSON. (Upstream compresses ≥ 4 KiB payloads with zstd as a BLOB; this
-//!   build has no zstd and always writes TEXT; a BLOB `data` is refused on read as unsupported.)
+//! - `data` is TEXT JSON below 4 KiB, else a zstd (level 3) BLOB when that is smaller.
 //! - `source_event_seqs` is a BLOB: first seq as a varint, then ZigZag-varint deltas ([`varint`]).
 //! - Appends run in `BEGIN IMMEDIATE`: validate the tail (first seq = stored next seq), insert,
 //!   bump `sessions.revision` once. Transactions are atomic, so there is never a torn tail; repair
@@ -188,14 +187,10 @@ fn row_to_record(id: &str, r: RawRow) -> Result<Value> {
         rusqlite::types::Value::Text(t) => {
             serde_json::from_str(t).map_err(|e| corrupt(&e.to_string()))?
         }
-        rusqlite::types::Value::Blob(_) => {
-            return Err(PersistenceError::Backend {
-                backend: "sqlite",
-                detail: format!(
-                    "session \"{id}\" row seq {} holds a zstd BLOB payload; unsupported by this build",
-                    r.seq
-                ),
-            });
+        rusqlite::types::Value::Blob(b) => {
+            let text = zstd::stream::decode_all(&b[..])
+                .map_err(|e| corrupt(&format!("zstd data: {e}")))?;
+            serde_json::from_slice(&text).map_err(|e| corrupt(&e.to_string()))?
         }
         _ => return Err(corrupt("data is neither TEXT nor BLOB")),
     };
@@ -306,6 +301,21 @@ fn tail_next_seq(tx: &Connection, id: &str) -> Result<u64> {
     }
 }
 
+/// Payloads below this size (bytes of JSON text) are stored as TEXT.
+pub const COMPRESS_THRESHOLD_BYTES: usize = 4096;
+
+/// The `data` column value: TEXT JSON below [`COMPRESS_THRESHOLD_BYTES`], else a zstd (level 3)
+/// BLOB when that is smaller.
+fn stored_data(json: String) -> rusqlite::types::Value {
+    if json.len() >= COMPRESS_THRESHOLD_BYTES
+        && let Ok(blob) = zstd::bulk::compress(json.as_bytes(), 3)
+        && blob.len() < json.len()
+    {
+        return rusqlite::types::Value::Blob(blob);
+    }
+    rusqlite::types::Value::Text(json)
+}
+
 fn insert_records(tx: &Connection, id: &str, records: &[Value]) -> Result<()> {
     let mut stmt = tx
         .prepare_cached(
@@ -315,9 +325,11 @@ fn insert_records(tx: &Connection, id: &str, records: &[Value]) -> Result<()> {
     for record in records {
         let get = |k: &str| record.get(k);
         let kind = get("type").and_then(Value::as_str).unwrap_or_default();
-        let data = get("data")
-            .map(Value::to_string)
-            .unwrap_or_else(|| "{}".into());
+        let data = stored_data(
+            get("data")
+                .map(Value::to_string)
+                .unwrap_or_else(|| "{}".into()),
+        );
         if PACKED_TYPES.contains(&kind) && get("seq0").is_some() {
             let seq = get("seq0").and_then(Value::as_i64).unwrap_or_default();
             let time = get("time0").and_then(Value::as_i64).unwrap_or_default();
@@ -395,6 +407,7 @@ impl StorageBackend for SqliteBackend {
             events,
             revision,
             torn_marker: None,
+            rewrite_from: None,
         }))
     }
 

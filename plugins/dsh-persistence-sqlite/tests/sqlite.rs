@@ -156,6 +156,7 @@ fn jsonl_sqlite_export_import_identical() {
     let j = jsonl_persistence(JsonlConfig {
         root: dir.path().join("j"),
         pack_chunks: true,
+        compression: Default::default(),
     });
     let mut s = Script::default();
     s.full_turn(1);
@@ -169,6 +170,7 @@ fn jsonl_sqlite_export_import_identical() {
     let j2 = jsonl_persistence(JsonlConfig {
         root: dir.path().join("j2"),
         pack_chunks: true,
+        compression: Default::default(),
     });
     assert_eq!(copy_sessions(&*q, &*j2).unwrap(), 2);
     for id in ["x", "y"] {
@@ -204,6 +206,7 @@ fn conformance_corpus_jsonl_to_sqlite_identical_events() {
         let j = jsonl_persistence(JsonlConfig {
             root: dir.path().join("j"),
             pack_chunks: true,
+            compression: Default::default(),
         });
         let q = db(dir.path());
         copy_sessions(&*j, &*q).unwrap();
@@ -214,4 +217,30 @@ fn conformance_corpus_jsonl_to_sqlite_identical_events() {
         checked += 1;
     }
     assert!(checked > 100, "{checked}");
+}
+
+#[test]
+fn large_payloads_are_zstd_blobs_and_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = db(dir.path());
+    let mut s = Script::default();
+    s.turn_start(1);
+    s.user(&"big text ".repeat(2_000));
+    s.user("small");
+    s.turn_end(1);
+    p.create(header("big")).unwrap();
+    p.append("big", &s.events).unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("s.sqlite")).unwrap();
+    let kinds: Vec<String> = conn
+        .prepare("SELECT typeof(data) FROM events ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["text", "blob", "text", "text"]);
+    assert_eq!(
+        db(dir.path()).inspect("big").unwrap().events,
+        to_plain(&s.events)
+    );
 }
