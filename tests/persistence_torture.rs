@@ -7,6 +7,7 @@
 //! holds every acknowledged event, the session invariants checker finds nothing, every tool call
 //! has a result, and a second load adds nothing.
 //!
+//! Even iterations write plain `session.jsonl`, odd ones the zstd-framed layout.
 //! Iterations: 50 by default, `DSH_TORTURE_ITERATIONS` overrides (e.g. 1000). Runs serially
 //! (nextest test group `serial-torture`). This is the persistence-layer version; the full
 //! agent-loop + replay-provider version comes later with the loop crate.
@@ -18,12 +19,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_persistence::{
-    JsonlConfig, SessionHeader, SessionPersistence, WriteCoordinator, jsonl_persistence,
+    Compression, JsonlConfig, SessionHeader, SessionPersistence, WriteCoordinator,
+    jsonl_persistence,
 };
 use dsh_session::{EventData, SessionEvent, check_invariants};
 use serde_json::{Value, json};
 
 const ROOT_ENV: &str = "DSH_TORTURE_CHILD_ROOT";
+const ZSTD_ENV: &str = "DSH_TORTURE_CHILD_ZSTD";
+
+fn config(root: &std::path::Path, zstd: bool) -> JsonlConfig {
+    JsonlConfig {
+        root: root.to_path_buf(),
+        pack_chunks: true,
+        compression: if zstd {
+            Compression::Zstd
+        } else {
+            Compression::None
+        },
+    }
+}
 const SESSION: &str = "torture";
 const TURNS: u64 = 40;
 
@@ -127,11 +142,8 @@ fn torture_child() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let backend = jsonl_persistence(JsonlConfig {
-            root: root.into(),
-            pack_chunks: true,
-            compression: Default::default(),
-        });
+        let zstd = std::env::var(ZSTD_ENV).is_ok();
+        let backend = jsonl_persistence(config(std::path::Path::new(&root), zstd));
         let coord = WriteCoordinator::new(backend, Duration::from_millis(5));
         let h = header();
         let events = script();
@@ -175,7 +187,13 @@ fn torture_kill9_repairs_and_keeps_acked_events() {
             .wrapping_add(1442695040888963407);
         let delay_ms = (rng >> 33) % 300;
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(&exe)
+        // Odd iterations use the zstd-framed layout.
+        let zstd = i % 2 == 1;
+        let mut command = Command::new(&exe);
+        if zstd {
+            command.env(ZSTD_ENV, "1");
+        }
+        let mut child = command
             .args([
                 "--exact",
                 "torture_child",
@@ -214,11 +232,7 @@ fn torture_kill9_repairs_and_keeps_acked_events() {
         reader.join().unwrap();
         let acked = *acked.lock().unwrap();
 
-        let p = jsonl_persistence(JsonlConfig {
-            root: dir.path().to_path_buf(),
-            pack_chunks: true,
-            compression: Default::default(),
-        });
+        let p = jsonl_persistence(config(dir.path(), zstd));
         let loaded = match p.load(SESSION) {
             Ok(l) => l,
             Err(e) if e.code() == "SESSION_NOT_FOUND" && acked == 0 => {
@@ -226,7 +240,7 @@ fn torture_kill9_repairs_and_keeps_acked_events() {
                 continue;
             }
             Err(e) => panic!(
-                "iteration {i} (kill after {delay_ms} ms, acked {acked}): load failed: {} {e}",
+                "iteration {i} (zstd {zstd}, kill after {delay_ms} ms, acked {acked}): load failed: {} {e}",
                 e.code()
             ),
         };
@@ -272,13 +286,9 @@ fn torture_kill9_repairs_and_keeps_acked_events() {
             outcomes[2] += 1;
         }
         p.release(SESSION);
-        let again = jsonl_persistence(JsonlConfig {
-            root: dir.path().to_path_buf(),
-            pack_chunks: true,
-            compression: Default::default(),
-        })
-        .load(SESSION)
-        .unwrap();
+        let again = jsonl_persistence(config(dir.path(), zstd))
+            .load(SESSION)
+            .unwrap();
         assert_eq!(
             again.events, loaded.events,
             "iteration {i}: repair not idempotent"
