@@ -415,3 +415,68 @@ async fn seeded_session_persists_its_seed() {
     );
     kernel.dispose().await;
 }
+
+#[tokio::test]
+async fn tool_body_runs_only_after_its_call_is_durable_and_fails_closed() {
+    let kernel = dsh_kernel::Kernel::new();
+    let ctx = kernel.root().child("p").unwrap();
+    let mock = Arc::new(Mock::default());
+    let service = dsh_persistence::install(&ctx, mock.clone(), Duration::from_secs(3600)).unwrap();
+    let h = SessionHeader::new("s", 1);
+    let ev = events(10);
+    for e in &ev[..9] {
+        service.coordinator.admit(&h, e);
+    }
+    let exec = |id: &str, root: &str| dsh_tools::ToolDispatchExecution {
+        exec: Arc::new(dsh_tools::ToolExecution {
+            call_id: dsh_llm::CallId::new(id),
+            root_call_id: dsh_llm::CallId::new(root),
+            name: "bash".into(),
+            arguments: serde_json::json!({}),
+            caller: None,
+            signal: dsh_kernel::CancellationToken::new(),
+        }),
+        def: None,
+        signal: dsh_kernel::CancellationToken::new(),
+    };
+    let m2 = mock.clone();
+    let seen = Arc::new(Mutex::new(None));
+    let seen2 = seen.clone();
+    let r = kernel
+        .root()
+        .waterfall::<dsh_tools::ToolsExecute, _, _>(exec("c1", "c1"), move |_| async move {
+            *seen2.lock().unwrap() = Some(m2.batches.lock().unwrap().concat().len());
+            Ok(dsh_tools::ToolExecutionResult::failure("body ran", None))
+        })
+        .await;
+    assert!(r.is_ok());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(9),
+        "the body saw every admitted event durable"
+    );
+
+    // Fail-closed: the flush fails, the body never runs.
+    service.coordinator.admit(&h, &ev[9]);
+    mock.fail.store(true, Ordering::SeqCst);
+    let ran = Arc::new(AtomicBool::new(false));
+    let ran2 = ran.clone();
+    let r = kernel
+        .root()
+        .waterfall::<dsh_tools::ToolsExecute, _, _>(exec("c2", "c2"), move |_| async move {
+            ran2.store(true, Ordering::SeqCst);
+            Ok(dsh_tools::ToolExecutionResult::failure("body ran", None))
+        })
+        .await;
+    assert!(r.is_err());
+    assert!(!ran.load(Ordering::SeqCst));
+    // A nested dispatch reuses the outer checkpoint (no flush, so no failure).
+    let r = kernel
+        .root()
+        .waterfall::<dsh_tools::ToolsExecute, _, _>(exec("c3", "c2"), move |_| async move {
+            Ok(dsh_tools::ToolExecutionResult::failure("nested ran", None))
+        })
+        .await;
+    assert!(r.is_ok());
+    kernel.dispose().await;
+}
