@@ -339,8 +339,8 @@ fn render_list(rows: &[ListRow], json: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<id_w$}  {:<16}  {:>5}  {}",
-        "ID", "LAST ACTIVITY", "TURNS", "TITLE / CWD"
+        "{:<id_w$}  {:<16}  {:>5}  TITLE / CWD",
+        "ID", "LAST ACTIVITY", "TURNS"
     );
     for r in rows {
         let title = if r.title.is_empty() {
