@@ -682,3 +682,47 @@ async fn import_then_exec_resume_continues_the_session() {
     );
     assert!(shown.contains("── turn 1 end: interrupted\n"), "{shown}");
 }
+
+#[test]
+fn sqlite_backend_import_list_show_fork() {
+    let h = Home::new();
+    let sq = ["-c", "persistence.backend=sqlite"];
+    let lines = log_lines(
+        "q1",
+        1_000,
+        "/w/q",
+        &[("first", "One."), ("second", "Two.")],
+    );
+    let p = write_file(h.dir.path(), "q1.jsonl", &join(&lines));
+    let args =
+        |rest: &[&str]| -> Vec<String> { sq.iter().chain(rest).map(|s| (*s).to_owned()).collect() };
+    let run = |rest: &[&str]| {
+        let a = args(rest);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        h.run(&refs)
+    };
+    let o = run(&["sessions", "import", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "q1\n");
+    // Without a log file, last activity is the last event's time.
+    let o = run(&["sessions", "list", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v,
+        json!([{"id": "q1", "title": "first", "turns": 2, "lastActivity": 1021, "createdAt": 1000, "cwd": "/w/q"}])
+    );
+    let o = run(&["sessions", "show", "q1", "--json"]);
+    assert_eq!(stdout(&o), join(&lines[1..]));
+    let o = run(&["sessions", "fork", "q1", "--at", "10"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let child = stdout(&o).trim().to_owned();
+    let o = run(&["sessions", "show", &child, "--json"]);
+    let got: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+    assert_eq!(got.len(), 12);
+    assert_eq!(got[..11], lines[1..12]);
+    let last: Value = serde_json::from_str(&got[11]).unwrap();
+    assert_eq!(last["type"], json!("session/end-seed"));
+    assert_eq!(last["seq"], json!(11));
+    let o = run(&["sessions", "import", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
