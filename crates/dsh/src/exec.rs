@@ -42,6 +42,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     } else {
         app.new_agent().await?
     };
+    let _headless = deny_instead_of_asking(&app)?;
     let from_seq = agent.session().seq();
     let (renderer, mid_line) =
         render::attach(app.kernel.root(), agent.id().to_string(), req.format)
@@ -111,4 +112,30 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     }
     app.shutdown().await;
     Ok(code)
+}
+
+/// Nobody can answer an approval question in `exec`: a policy's `ask` becomes a denial whose
+/// text keeps the policy's reason (which names the flag that allows the call).
+fn deny_instead_of_asking(app: &App) -> Result<dsh_kernel::Registration> {
+    use dsh_tools::{PreToolDecision, ToolsPreExecute};
+    app.kernel
+        .root()
+        .on_waterfall_with::<ToolsPreExecute, _, _>(
+            dsh_kernel::ListenOptions::prepend(),
+            |exec, next| async move {
+                let name = exec.name.clone();
+                match next.run(exec).await {
+                    Ok(PreToolDecision::Ask { reason }) => Ok(PreToolDecision::Deny {
+                        reason: format!(
+                            "{} (dsh exec cannot ask for approval)",
+                            reason.unwrap_or_else(|| format!(
+                                "tool \"{name}\" requires approval; rerun with --permission-mode danger-full-access to allow it"
+                            ))
+                        ),
+                    }),
+                    other => other,
+                }
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }

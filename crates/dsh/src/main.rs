@@ -157,8 +157,7 @@ async fn run(cli: Cli) -> Result<i32> {
             sessions::run(config, cmd).await
         }
         Some(Command::Resume { id, last }) => {
-            let mut config = load_config(&cli.global, false)?;
-            config.headless = false;
+            let config = load_config(&cli.global, false)?;
             let app = app::App::boot(config).await?;
             let id = match (id, last) {
                 (Some(id), _) => Some(id),
@@ -170,8 +169,7 @@ async fn run(cli: Cli) -> Result<i32> {
             interactive::run(app, id).await
         }
         None => {
-            let mut config = load_config(&cli.global, false)?;
-            config.headless = false;
+            let config = load_config(&cli.global, false)?;
             let app = app::App::boot(config).await?;
             interactive::run(app, None).await
         }

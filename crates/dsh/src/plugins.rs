@@ -5,10 +5,12 @@
 use dsh_agent as _;
 use dsh_agent_loop as _;
 use dsh_approval as _;
+use dsh_context as _;
 use dsh_kernel as _;
 use dsh_llm as _;
 use dsh_llm_deepseek as _;
 use dsh_llm_retry as _;
+use dsh_permissions as _;
 use dsh_persistence as _;
 use dsh_persistence_sqlite as _;
 use dsh_session as _;
@@ -26,9 +28,11 @@ pub const DEFAULT_PLUGIN_IDS: &[&str] = &[
     "dsh-agent",
     "dsh-agent-loop",
     "dsh-approval",
+    "dsh-context",
     "dsh-llm",
     "dsh-llm-deepseek",
     "dsh-llm-retry",
+    "dsh-permissions",
     "dsh-persistence",
     "dsh-persistence-sqlite",
     "dsh-session",

@@ -115,7 +115,8 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
             Ok(0)
         }
         SessionsCommand::Verify { path, json } => {
-            let report = verify_file(&path, &EventTypeRegistry::shared_default());
+            let registry = kernel_registry(&config).await;
+            let report = verify_file(&path, &registry);
             let ok = report.ok();
             if json {
                 emit(&format!("{}\n", report.to_json()));
@@ -125,8 +126,9 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
             Ok(if ok { 0 } else { 1 })
         }
         SessionsCommand::Import { path } => {
+            let registry = kernel_registry(&config).await;
             let storage = app::storage(&config)?;
-            match import(storage.as_ref(), &path)? {
+            match import(storage.as_ref(), &path, &registry)? {
                 Ok(id) => {
                     emit(&format!("{id}\n"));
                     Ok(0)
@@ -138,6 +140,25 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
                     Ok(1)
                 }
             }
+        }
+    }
+}
+
+/// The event-type registry a resume would use: every linked plugin's declarations (payload
+/// validators, inside-turn rules) over the upstream catalog. Boots the plugins without
+/// persistence and tears them down; falls back to the bare upstream catalog if boot fails.
+async fn kernel_registry(config: &Config) -> Arc<EventTypeRegistry> {
+    let mut config = config.clone();
+    config.persist = false;
+    match app::App::boot(config).await {
+        Ok(app) => {
+            let registry = app.kernel.root().get::<EventTypeRegistry>();
+            app.shutdown().await;
+            registry.unwrap_or_else(EventTypeRegistry::shared_default)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "plugins failed to start; checking against the upstream catalog only");
+            EventTypeRegistry::shared_default()
         }
     }
 }
@@ -891,8 +912,9 @@ fn error_seq(e: &dsh_session::SessionError) -> Option<u64> {
 fn import(
     storage: &dyn SessionPersistence,
     path: &Path,
+    registry: &Arc<EventTypeRegistry>,
 ) -> Result<std::result::Result<String, VerifyReport>> {
-    let report = verify_file(path, &EventTypeRegistry::shared_default());
+    let report = verify_file(path, registry);
     if !report.errors.is_empty() {
         return Ok(Err(report));
     }

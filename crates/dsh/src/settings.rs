@@ -113,8 +113,6 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderFile>,
     /// Persist sessions (false with `--ephemeral`).
     pub persist: bool,
-    /// No person can answer approval questions (`dsh exec`).
-    pub headless: bool,
 }
 
 /// Command-line overrides applied after the files.
@@ -274,7 +272,6 @@ pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
         max_parallel_tool_calls: file.agent.and_then(|a| a.max_parallel_tool_calls),
         providers: file.providers,
         persist: !overrides.ephemeral,
-        headless: true,
     })
 }
 
@@ -311,27 +308,30 @@ impl Config {
         } else {
             persistence["backend"] = json!("none");
         }
-        let mut prompt = json!({});
+        let mut context = json!({"dsh_home": self.dsh_home});
         if let Some(p) = &self.persona {
-            prompt["persona"] = json!(p);
+            context["persona"] = json!(p);
         }
         let mut agent_loop = json!({});
         if let Some(n) = self.max_parallel_tool_calls {
             agent_loop["max_parallel_tool_calls"] = json!(n);
         }
+        let full = self.permission_mode == "danger-full-access";
         dsh_kernel::Settings::new()
             .with_section(
                 "dsh-llm-deepseek",
                 json!({"official": {"base_url": official_base}, "routes": routes}),
             )
             .with_section("dsh-persistence", persistence)
-            .with_section("dsh-system-prompt", prompt)
             .with_section("dsh-agent-loop", agent_loop)
+            .with_section("dsh-permissions", json!({"mode": self.permission_mode}))
+            // The permission preset is the policy for paths outside the workspace; the fs tools
+            // only lift their own containment when the preset allows everything.
             .with_section(
-                "dsh-permissions",
-                json!({"mode": self.permission_mode, "headless": self.headless}),
+                "dsh-tool-fs",
+                json!({"allowOutsideWorkspace": full, "allowReadOutsideWorkspace": full}),
             )
-            .with_section("dsh-context", json!({"dsh_home": self.dsh_home}))
+            .with_section("dsh-context", context)
     }
 }
 
