@@ -19,6 +19,10 @@
 //! - `import PATH`: stores such a file under its header id (refused if the id exists), applying
 //!   the repair a load would make; then `dsh exec --resume ID` continues it.
 //!
+//! `verify` and `import` check event types against the registry a resume uses: the linked
+//! plugins are booted (persistence off) for their declarations (payload validators, inside-turn
+//! rules) and torn down afterwards.
+//!
 //! Spec: `../shared/spec/persistence.md` ("JSONL backend", "Crash recovery"),
 //! `../shared/spec/session.md` ("Seeds, fork, end-seed"), `../shared/conformance/README.md`.
 
@@ -115,8 +119,9 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
             Ok(0)
         }
         SessionsCommand::Verify { path, json } => {
-            let registry = kernel_registry(&config).await;
+            let (kernel, registry) = kernel_registry(&config).await;
             let report = verify_file(&path, &registry);
+            shutdown(kernel).await;
             let ok = report.ok();
             if json {
                 emit(&format!("{}\n", report.to_json()));
@@ -126,9 +131,11 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
             Ok(if ok { 0 } else { 1 })
         }
         SessionsCommand::Import { path } => {
-            let registry = kernel_registry(&config).await;
-            let storage = app::storage(&config)?;
-            match import(storage.as_ref(), &path, &registry)? {
+            let (kernel, registry) = kernel_registry(&config).await;
+            let imported = app::storage(&config)
+                .and_then(|storage| import(storage.as_ref(), &path, &registry));
+            shutdown(kernel).await;
+            match imported? {
                 Ok(id) => {
                     emit(&format!("{id}\n"));
                     Ok(0)
@@ -146,20 +153,30 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
 
 /// The event-type registry a resume would use: every linked plugin's declarations (payload
 /// validators, inside-turn rules) over the upstream catalog. Boots the plugins without
-/// persistence and tears them down; falls back to the bare upstream catalog if boot fails.
-async fn kernel_registry(config: &Config) -> Arc<EventTypeRegistry> {
+/// persistence; the declarations live as long as the returned [`app::App`] (shut it down after
+/// use: disposal unregisters them). Falls back to the bare upstream catalog if boot fails.
+async fn kernel_registry(config: &Config) -> (Option<app::App>, Arc<EventTypeRegistry>) {
     let mut config = config.clone();
     config.persist = false;
     match app::App::boot(config).await {
         Ok(app) => {
-            let registry = app.kernel.root().get::<EventTypeRegistry>();
-            app.shutdown().await;
-            registry.unwrap_or_else(EventTypeRegistry::shared_default)
+            let registry = app
+                .kernel
+                .root()
+                .get::<EventTypeRegistry>()
+                .unwrap_or_else(EventTypeRegistry::shared_default);
+            (Some(app), registry)
         }
         Err(e) => {
             tracing::warn!(error = %e, "plugins failed to start; checking against the upstream catalog only");
-            EventTypeRegistry::shared_default()
+            (None, EventTypeRegistry::shared_default())
         }
+    }
+}
+
+async fn shutdown(app: Option<app::App>) {
+    if let Some(app) = app {
+        app.shutdown().await;
     }
 }
 
@@ -868,8 +885,14 @@ pub fn verify_file(path: &Path, registry: &Arc<EventTypeRegistry>) -> VerifyRepo
     match replay {
         Err(e) => {
             if e.code() != "INVARIANT_VIOLATION" {
-                let seq = error_seq(&e).or(Some(0));
-                r.error(e.code(), e.to_string(), line_of(seq));
+                let seq = error_seq(&e).or_else(|| {
+                    first_failing(&id, &r.events[..split], r.header.as_ref(), registry)
+                });
+                let message = match seq {
+                    Some(s) => format!("seq {s}: {e}"),
+                    None => e.to_string(),
+                };
+                r.error(e.code(), message, line_of(seq));
             }
         }
         Ok(session) => {
@@ -894,6 +917,34 @@ pub fn verify_file(path: &Path, registry: &Arc<EventTypeRegistry>) -> VerifyRepo
         r.closers = dsh_persistence::interrupted_turn_closers(&r.events);
     }
     r
+}
+
+/// The seq of the first event of `events` that `Session::from_restore` refuses (binary search
+/// over prefixes; a refused prefix stays refused when extended). `None` when all restore.
+fn first_failing(
+    id: &str,
+    events: &[SessionEvent],
+    header: Option<&SessionHeader>,
+    registry: &Arc<EventTypeRegistry>,
+) -> Option<u64> {
+    let restores = |k: usize| {
+        Session::from_restore_with(id, events[..k].to_vec(), header.cloned(), registry.clone())
+            .is_ok()
+    };
+    if restores(events.len()) {
+        return None;
+    }
+    // Invariant: prefix `lo` restores, prefix `hi` does not.
+    let (mut lo, mut hi) = (0usize, events.len());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if restores(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    events.get(hi - 1).map(|e| e.seq)
 }
 
 fn error_seq(e: &dsh_session::SessionError) -> Option<u64> {

@@ -726,3 +726,55 @@ fn sqlite_backend_import_list_show_fork() {
     let o = run(&["sessions", "import", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn verify_uses_the_plugin_declarations_a_resume_would_use() {
+    let h = Home::new();
+    let mut lines = log_lines("v6", 1_000, "/w/a", &[("a", "b")]);
+    // `llm/retry` is declared by dsh-llm-retry with a payload validator.
+    lines.insert(
+        4,
+        r#"{"type":"llm/retry","seq":3,"time":1003,"data":{"bogus":true}}"#.to_owned(),
+    );
+    // Renumber the records after it.
+    for (i, l) in lines.iter_mut().enumerate().skip(5) {
+        let mut v: Value = serde_json::from_str(l).unwrap();
+        v["seq"] = json!(i as u64 - 1);
+        if let Some(src) = v.get_mut("sourceEventSeqs") {
+            *src = json!([src[0].as_u64().unwrap() + 1]);
+        }
+        *l = v.to_string();
+    }
+    let p = write_file(h.dir.path(), "retry.jsonl", &join(&lines));
+    let o = h.run(&["sessions", "verify", p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["errors"][0]["code"],
+        json!("INVALID_PLUGIN_PAYLOAD"),
+        "{v}"
+    );
+    assert_eq!(v["errors"][0]["line"], json!(5));
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v}");
+}
+
+#[test]
+fn verify_locates_a_bad_event_inside_a_fork_seed() {
+    let h = Home::new();
+    let parent = log_lines("v7", 1_000, "/w/a", &[("a", "b")]);
+    let mut lines = vec![header("v7c", 2_000, "/w/a")];
+    lines.extend(parent[1..].iter().cloned());
+    lines.push(r#"{"type":"session/end-seed","seq":11,"time":2000,"data":{}}"#.to_owned());
+    // Break step numbering inside the seed: the second step/start says step 1 again.
+    let mut v: Value = serde_json::from_str(&lines[8]).unwrap();
+    assert_eq!(v["type"], json!("step/start"));
+    v["data"]["step"] = json!(1);
+    lines[8] = v.to_string();
+    let p = write_file(h.dir.path(), "fork.jsonl", &join(&lines));
+    let o = h.run(&["sessions", "verify", p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let errors = v["errors"].as_array().unwrap();
+    assert!(!errors.is_empty(), "{v}");
+    assert_eq!(errors[0]["line"], json!(9), "{v}");
+}
