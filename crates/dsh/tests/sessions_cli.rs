@@ -617,6 +617,28 @@ fn verify_upstream_conformance_logs() {
         }
     }
     assert!(clean > 0);
+
+    // Import restores the envelopes durably: the stored copy verifies without notes.
+    let src = dir.join("examples__acp-agent__snapshots__bash-tool-turn__session.jsonl");
+    if src.is_file() {
+        let filled = filled_copy(&src, h.dir.path());
+        let before: Value = serde_json::from_str(&stdout(&h.run(&[
+            "sessions",
+            "verify",
+            filled.to_str().unwrap(),
+            "--json",
+        ])))
+        .unwrap();
+        let o = h.run(&["sessions", "import", filled.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let id = stdout(&o).trim().to_owned();
+        let stored = find_log(&h.sessions(), &id);
+        let o = h.run(&["sessions", "verify", stored.to_str().unwrap(), "--json"]);
+        assert_eq!(o.status.code(), Some(0));
+        let after: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(after["notes"], json!([]));
+        assert_eq!(after["events"], before["events"]);
+    }
 }
 
 // ---- import + resume ----
