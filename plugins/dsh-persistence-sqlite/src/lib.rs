@@ -1,6 +1,6 @@
 //! `dsh-persistence-sqlite`: the opt-in SQLite session store (schema version 17,
 //! `application_id = 0x44534850`), implementing `dsh-persistence`'s [`StorageBackend`] so it gets
-//! the same seam semantics and the same crash repair through [`Persistence`].
+//! the same seam semantics and the same crash repair through [`dsh_persistence::Persistence`].
 //!
 //! Spec: `../shared/spec/persistence.md` ("SQLite backend"); upstream
 //! `packages/session/session-persistence-sqlite/resources/sql/schema.sql` (same schema).
@@ -54,7 +54,7 @@ pub struct SqliteConfig {
     pub pack_chunks: bool,
 }
 
-/// The SQLite [`StorageBackend`]; wrap it in [`Persistence`] for the seam.
+/// The SQLite [`StorageBackend`]; wrap it in [`dsh_persistence::Persistence`] for the seam.
 pub struct SqliteBackend {
     conn: Mutex<Connection>,
     config: SqliteConfig,
