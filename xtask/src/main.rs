@@ -10,7 +10,14 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-fn main() -> Result<()> {
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root()?;
     std::env::set_current_dir(&root)?;
