@@ -454,6 +454,7 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
     let (result, events) = lines.split_last().unwrap();
 
     let mut want = vec![
+        "permission/preset",
         "agent/inbox/spliced",
         "turn/start",
         "agent/inbox/spliced",
@@ -479,11 +480,10 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
         "turn/end",
     ]);
     assert_eq!(event_shape(events), want);
-    // seqs are contiguous (every event streamed once). KNOWN GAP (reported to the lead): the
-    // renderer subscribes after the agent is created, so seq 0 (`permission/preset`, emitted
-    // during creation) is stored but never streamed; the stream starts at seq 1.
+    // seqs are contiguous from 0: every event of the fresh session is streamed exactly once,
+    // including `permission/preset`, written while the session was created.
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
     let tool_names: Vec<&str> = events
         .iter()
         .filter(|e| e["type"] == "tool/call")
@@ -539,7 +539,7 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
         json!({"type": "permission/preset", "seq": 0, "time": stored[0]["time"],
                "data": {"preset": "workspace-write"}})
     );
-    assert_eq!(stored[1..], *events);
+    assert_eq!(stored, *events);
     assert_eq!(assert_calls_paired(&loaded.events), 3);
     assert_eq!(invariant_violations(&loaded.events), Vec::<String>::new());
 
@@ -835,8 +835,8 @@ fn ctrl_c_during_a_long_bash_step_exits_130_with_a_balanced_session() {
     assert_eq!(assert_calls_paired(&loaded.events), 1);
     assert_eq!(invariant_violations(&loaded.events), Vec::<String>::new());
     let stored: Vec<Value> = loaded.events.iter().map(|e| e.to_value()).collect();
-    assert_eq!(stored[0]["type"], "permission/preset"); // not streamed, see the JSON test
-    assert_eq!(stored[1..], *events);
+    assert_eq!(stored[0]["type"], "permission/preset");
+    assert_eq!(stored, *events);
     assert_eq!(replay.chat_requests().len(), 1);
     // `dsh sessions verify` agrees: clean, nothing to repair.
     let log = dsh_persistence::log_path(

@@ -47,6 +47,17 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     let (renderer, mid_line) =
         render::attach(app.kernel.root(), agent.id().to_string(), req.format)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let fresh = req.resume.is_none() && !req.continue_last;
+    if fresh && req.format == Format::Json {
+        // Events the session wrote while it was being created (before the renderer could
+        // subscribe; nothing else runs until the prompt is sent): `--json` streams the whole
+        // log of a fresh session.
+        let mut out = std::io::stdout().lock();
+        for e in agent.session().events() {
+            let _ = writeln!(out, "{}", e.to_json());
+        }
+        let _ = out.flush();
+    }
     agent
         .followup(Message::user_text(req.prompt))
         .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -99,10 +99,34 @@ pub fn format_git_context(root: &Path, status: &str) -> String {
     out
 }
 
+/// The work-tree root of `cwd`, looked up once per directory per process: the context is
+/// assembled every step, and a `git rev-parse` spawn costs about a millisecond of CPU.
+fn cached_git_root(cwd: &Path) -> Option<PathBuf> {
+    static ROOTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
+    > = std::sync::OnceLock::new();
+    let roots = ROOTS.get_or_init(Default::default);
+    if let Some(hit) = roots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(cwd)
+        .cloned()
+    {
+        return hit;
+    }
+    let root = git_root(cwd);
+    roots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(cwd.to_path_buf(), root.clone());
+    root
+}
+
 /// The `context:git` text for `cwd` ([`format_git_context`]), or `None` when git is missing
-/// or `cwd` is not inside a work tree.
+/// or `cwd` is not inside a work tree (the root is cached per directory; the status is read
+/// each call so the context follows the work tree).
 pub fn git_context(cwd: &Path) -> Option<String> {
-    let root = git_root(cwd)?;
+    let root = cached_git_root(cwd)?;
     let status = git(cwd, &["status", "--porcelain=v1", "--branch"])?;
     Some(format_git_context(&root, &status))
 }

@@ -128,9 +128,9 @@ fn missing_credential(route: &RouteConfig, env: &str) -> LlmFailure {
         format!(
             "No API key for provider route {:?}: the environment variable {env} is not set. \
              Create a key in your provider console (for DeepSeek: https://platform.deepseek.com/api_keys), \
-             export it as {env} in the shell that runs dsh, or point the route's api_key_env at \
-             another variable in the [dsh-llm-deepseek] settings; local servers need no key \
-             (leave api_key_env unset).",
+             export it as {env} in the shell that runs dsh, or name another variable with \
+             api_key_env in the provider's settings (dsh: [providers.<id>] in settings.toml); \
+             local servers need no key (leave api_key_env unset).",
             route.id
         ),
     )
