@@ -627,7 +627,9 @@ impl Runner {
             if calls.is_empty() {
                 return Ok(StepEnd::End(TurnEndReason::Completed));
             }
-            return self.run_tools(agent, turn, step, calls, signal).await;
+            // Boxed: the scheduler's future is large (≈2.6 KB) and only needed when the model
+            // called tools; inline it would grow every turn future that is moved into its box.
+            return Box::pin(self.run_tools(agent, turn, step, calls, signal)).await;
         }
     }
 
