@@ -25,7 +25,7 @@ use dsh_llm::CallId;
 use serde::Serialize;
 
 use crate::event::{EventData, SessionEvent};
-use crate::registry::{EventTypeRegistry, TypeStatus};
+use crate::registry::EventTypeRegistry;
 
 /// The class of an invariant violation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -271,8 +271,7 @@ impl InvariantChecker {
             EventData::Opaque(_) => {
                 if self.open_turn.is_none()
                     && let Some(reg) = registry
-                    && let TypeStatus::Declared(d) = reg.status(&e.kind)
-                    && !d.between_turns
+                    && reg.declared_between_turns(&e.kind) == Some(false)
                 {
                     return Err(v(
                         ViolationKind::OutsideTurn,

@@ -292,6 +292,56 @@ impl EventTypeRegistry {
         v
     }
 
+    /// Whether the declared non-core type `kind` may stand between turns; `None` when `kind` is
+    /// core, forbidden or unknown. Same answer as [`EventTypeRegistry::status`] without cloning
+    /// the declaration (read on every opaque append).
+    pub fn declared_between_turns(&self, kind: &EventType) -> Option<bool> {
+        if kind.core().is_some() || FORBIDDEN_TYPES.contains(&kind.as_str()) {
+            return None;
+        }
+        let types = self.types.read().unwrap_or_else(|p| p.into_inner());
+        types.get(kind.as_str()).map(|d| d.between_turns)
+    }
+
+    /// [`EventTypeRegistry::admit`] without returning (so without cloning) the declaration:
+    /// the append hot path only needs the verdict. Same errors.
+    pub(crate) fn check_admit(
+        &self,
+        kind: &EventType,
+        opaque: Option<&Value>,
+        ignorable: bool,
+    ) -> Result<(), SessionError> {
+        if kind.core().is_some() {
+            return Ok(());
+        }
+        if FORBIDDEN_TYPES.contains(&kind.as_str()) {
+            return Err(SessionError::ForbiddenEventType {
+                kind: kind.to_string(),
+                message: "legacy request/header-delta logs are not supported".to_owned(),
+            });
+        }
+        // Only the validator handle is copied out; it runs after the read lock is released.
+        let validator = {
+            let types = self.types.read().unwrap_or_else(|p| p.into_inner());
+            match types.get(kind.as_str()) {
+                Some(d) => d.validate.clone(),
+                None if ignorable => return Ok(()),
+                None => {
+                    return Err(SessionError::UnknownEventType {
+                        kind: kind.to_string(),
+                    });
+                }
+            }
+        };
+        if let (Some(v), Some(f)) = (opaque, validator) {
+            f(v).map_err(|message| SessionError::InvalidPluginPayload {
+                kind: kind.to_string(),
+                message,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Admits an event of type `kind` with payload `data` (as JSON, for non-core types) and the
     /// `ignorable` flag. Returns the declaration (for between-turn checks) when declared.
     ///

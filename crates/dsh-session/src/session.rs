@@ -177,7 +177,7 @@ impl State {
             EventData::Opaque(v) => Some(v),
             _ => None,
         };
-        registry.admit(&e.kind, opaque, e.ignorable)?;
+        registry.check_admit(&e.kind, opaque, e.ignorable)?;
         check_lossless(&e.data)?;
         let placement = self.surface.validate(
             &e.kind,
