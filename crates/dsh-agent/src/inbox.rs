@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use dsh_llm::{Message, MessageId};
 use dsh_session::{EventData, Session, SessionError};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The session event type of inbox mutations.
 pub const INBOX_SPLICED: &str = "agent/inbox/spliced";
@@ -93,20 +93,25 @@ fn splice_value(
     inserted: &[Arc<Message>],
     canceled: bool,
 ) -> Value {
-    let mut v = json!({"target": target.as_str(), "start": start});
-    if let Some(obj) = v.as_object_mut() {
-        if removed > 0 {
-            obj.insert("removedCount".into(), json!(removed));
-        }
-        obj.insert(
-            "inserted".into(),
-            serde_json::to_value(inserted).unwrap_or(Value::Array(Vec::new())),
-        );
-        if canceled {
-            obj.insert("outcome".into(), json!("canceled"));
-        }
+    // Built field by field in wire order (`target, start, removedCount?, inserted, outcome?`):
+    // one map allocation and no intermediate `json!` values.
+    let mut obj =
+        serde_json::Map::with_capacity(3 + usize::from(removed > 0) + usize::from(canceled));
+    obj.insert("target".into(), Value::from(target.as_str()));
+    obj.insert("start".into(), Value::from(start));
+    if removed > 0 {
+        obj.insert("removedCount".into(), Value::from(removed));
     }
-    v
+    let inserted = if inserted.is_empty() {
+        Value::Array(Vec::new())
+    } else {
+        serde_json::to_value(inserted).unwrap_or(Value::Array(Vec::new()))
+    };
+    obj.insert("inserted".into(), inserted);
+    if canceled {
+        obj.insert("outcome".into(), Value::from("canceled"));
+    }
+    Value::Object(obj)
 }
 
 impl Inbox {
