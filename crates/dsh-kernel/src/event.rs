@@ -20,7 +20,6 @@
 //! synchronous throw stop the fan-out.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,7 +144,7 @@ impl<L: ?Sized> Slot<L> {
 /// The kernel-wide listener table, shared by every scope of one kernel.
 #[derive(Default)]
 pub(crate) struct Bus {
-    slots: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    slots: RwLock<crate::fasthash::FastMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     next_id: AtomicU64,
 }
 

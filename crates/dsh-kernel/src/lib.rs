@@ -28,6 +28,7 @@
 
 mod error;
 mod event;
+mod fasthash;
 mod key;
 mod plugin;
 mod scope;

@@ -11,7 +11,6 @@
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -163,7 +162,7 @@ pub(crate) struct ServiceEntry {
 /// lookups fall back to the parent layer (and whose entries shadow it).
 pub(crate) struct Layer {
     pub(crate) label: String,
-    pub(crate) services: RwLock<HashMap<ServiceKey, ServiceEntry>>,
+    pub(crate) services: RwLock<crate::fasthash::FastMap<ServiceKey, ServiceEntry>>,
     pub(crate) parent: Option<Arc<Layer>>,
 }
 
@@ -171,7 +170,7 @@ impl Layer {
     fn new(label: String, parent: Option<Arc<Layer>>) -> Arc<Self> {
         Arc::new(Self {
             label,
-            services: RwLock::new(HashMap::new()),
+            services: RwLock::new(crate::fasthash::FastMap::default()),
             parent,
         })
     }
