@@ -683,6 +683,11 @@ impl Session {
             })
     }
 
+    /// The latest `request/context` event itself (no payload clone), O(1).
+    pub fn request_context_event(&self) -> Option<Arc<SessionEvent>> {
+        self.lock_state().last_context.clone()
+    }
+
     /// The open turn and step per the invariant tracker (`(turn, step)`), e.g. for fork checks.
     pub fn open_turn(&self) -> Option<(u64, Option<u64>)> {
         let st = self.lock_state();

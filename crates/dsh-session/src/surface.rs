@@ -215,6 +215,12 @@ impl SurfaceManager {
 }
 
 fn check_sources(seq: u64, src: &[u64]) -> Result<(), SessionError> {
+    // Fast path (the loop always logs ascending chunk seqs): a strictly ascending list has no
+    // duplicates, and all of it is earlier than `seq` iff its last element is. Anything else
+    // takes the full check below, which reports the first offending element.
+    if src.windows(2).all(|w| w[0] < w[1]) && src.last().is_none_or(|&last| last < seq) {
+        return Ok(());
+    }
     let mut seen = std::collections::HashSet::with_capacity(src.len());
     for &s in src {
         if s >= seq {
