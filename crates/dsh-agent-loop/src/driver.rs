@@ -110,6 +110,14 @@ fn aborted_reason(agent: &Agent) -> TurnEndReason {
     }
 }
 
+/// The header carried by a `request/header` event.
+fn logged_header(event: Option<&dsh_session::SessionEvent>) -> Option<&dsh_llm::EpochHeader> {
+    match &event?.data {
+        EventData::RequestHeader(h) => Some(&h.header),
+        _ => None,
+    }
+}
+
 /// The number of the last turn in the log (0 when none).
 fn last_turn(session: &Session) -> u64 {
     session
@@ -367,32 +375,31 @@ impl Runner {
     /// The seed configuration of a request (spec "Step algorithm" 2).
     fn seed_config(&self, agent: &Agent, session: &Session) -> Result<LlmCallConfig, TurnFail> {
         let opts = agent.options();
-        let logged = session.request_header();
+        // Borrowed from the logged event: the header carries the rendered system prompt and the
+        // tool schemas, which a clone would deep-copy on every request.
+        let logged_event = session.request_header_event();
+        let logged = logged_header(logged_event.as_deref());
         let requested = self.state().requested;
-        let logged_route = logged
-            .as_ref()
-            .map(|h| (h.config.provider.clone(), h.config.model.clone()));
+        let logged_route = logged.map(|h| (&h.config.provider, &h.config.model));
         let provider = opts
             .provider
             .clone()
-            .or_else(|| logged_route.as_ref().map(|r| r.0.clone()));
+            .or_else(|| logged_route.map(|r| r.0.clone()));
         let model = opts
             .model
             .clone()
-            .or_else(|| logged_route.as_ref().map(|r| r.1.clone()));
+            .or_else(|| logged_route.map(|r| r.1.clone()));
         let (Some(provider), Some(model)) = (provider, model) else {
             return Err(TurnFail::Error(LlmFailure::new(
                 codes::INVALID_REQUEST,
                 "no provider/model configured for this agent",
             )));
         };
-        let same_route = logged_route
-            .as_ref()
-            .is_some_and(|(p, m)| *p == provider && *m == model);
+        let same_route = logged_route.is_some_and(|(p, m)| *p == provider && *m == model);
         match logged {
             Some(h) if requested && same_route => {
                 let defaults = h.adapter_defaults.unwrap_or_default();
-                let mut c = h.config;
+                let mut c = h.config.clone();
                 if defaults.max_tokens {
                     c.max_tokens = None;
                 }
@@ -411,7 +418,7 @@ impl Runner {
                     && same_route
                     && !h.adapter_defaults.unwrap_or_default().reasoning_effort
                 {
-                    c.reasoning_effort = h.config.reasoning_effort;
+                    c.reasoning_effort = h.config.reasoning_effort.clone();
                 }
                 Ok(c)
             }
@@ -426,7 +433,9 @@ impl Runner {
         header: &dsh_llm::EpochHeader,
         context_window: Option<u64>,
     ) -> Result<(), SessionError> {
-        let prev = session.request_header();
+        // Compared in place (no copy of the logged header, its prompt or its tools).
+        let prev_event = session.request_header_event();
+        let prev = logged_header(prev_event.as_deref());
         let reason = {
             let mut st = self.state();
             let r = if !st.requested {
@@ -435,7 +444,7 @@ impl Runner {
                 } else {
                     RequestHeaderReason::Initial
                 })
-            } else if prev.as_ref() != Some(header) {
+            } else if prev != Some(header) {
                 Some(RequestHeaderReason::Change)
             } else {
                 None
@@ -443,6 +452,7 @@ impl Runner {
             st.requested = true;
             r
         };
+        drop(prev_event);
         if let Some(reason) = reason {
             session.append(
                 "request/header",
@@ -453,12 +463,22 @@ impl Runner {
                 None,
             )?;
         }
-        let ctx = RequestContext {
-            provider: header.config.provider.clone(),
-            model: header.config.model.clone(),
-            context_window,
-        };
-        if session.request_context().as_ref() != Some(&ctx) {
+        let unchanged = session
+            .request_context_event()
+            .is_some_and(|e| match &e.data {
+                EventData::RequestContext(c) => {
+                    c.provider == header.config.provider
+                        && c.model == header.config.model
+                        && c.context_window == context_window
+                }
+                _ => false,
+            });
+        if !unchanged {
+            let ctx = RequestContext {
+                provider: header.config.provider.clone(),
+                model: header.config.model.clone(),
+                context_window,
+            };
             session.append("request/context", EventData::RequestContext(ctx), None)?;
         }
         Ok(())
@@ -523,10 +543,17 @@ impl Runner {
             let mut seqs = Vec::new();
             let mut aborted = false;
             loop {
+                // Cancellation still wins over a ready chunk (checked before every poll), but
+                // the stream is polled first so that a ready chunk does not register and then
+                // unregister a cancellation waiter (two lock round trips) per chunk.
+                if signal.is_cancelled() {
+                    aborted = true;
+                    break;
+                }
                 let item = tokio::select! {
                     biased;
-                    () = signal.cancelled() => { aborted = true; break; }
                     item = stream.next() => item,
+                    () = signal.cancelled() => { aborted = true; break; }
                 };
                 let Some(item) = item else { break };
                 let chunk = match item {
