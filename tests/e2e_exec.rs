@@ -558,6 +558,14 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
     assert_eq!(result["text"], "The bug was a minus sign.");
     // Only the new events are streamed, continuing the stored seqs.
     assert_eq!(lines[0]["seq"].as_u64().unwrap(), stored.len() as u64);
+    // The resumed loop re-logs its request header with reason `resume` (spec: first request
+    // of a loop instance on a session that already has a header).
+    let header_reasons: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "request/header")
+        .map(|l| l["data"]["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(header_reasons, ["resume"]);
     let reqs = replay2.chat_requests();
     assert_eq!(reqs.len(), 1);
     // The stored history replayed in order (the git status is unchanged since the last
