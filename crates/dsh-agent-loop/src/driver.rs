@@ -29,7 +29,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
 use crate::LoopConfig;
-use crate::prompt::{PromptParts, RetainedSnapshot, snapshot_for};
+use crate::prompt::{PromptParts, RenderCache, RetainedSnapshot, snapshot_for};
 
 /// Why a turn stopped early.
 enum TurnFail {
@@ -76,14 +76,22 @@ struct RunnerInner {
     ctx: Context,
     config: LoopConfig,
     state: Mutex<RunnerState>,
+    /// The last rendered system prompt, shared by every runner of one agent loop (a hit only
+    /// needs equal inputs, whichever agent rendered them).
+    render_cache: Arc<Mutex<Option<RenderCache>>>,
 }
 
 impl Runner {
-    pub(crate) fn new(ctx: Context, config: LoopConfig) -> Self {
+    pub(crate) fn new(
+        ctx: Context,
+        config: LoopConfig,
+        render_cache: Arc<Mutex<Option<RenderCache>>>,
+    ) -> Self {
         Self(Arc::new(RunnerInner {
             ctx,
             config,
             state: Mutex::new(RunnerState::default()),
+            render_cache,
         }))
     }
 
@@ -237,9 +245,14 @@ impl Runner {
                         turn: Some(turn),
                     });
             }
-            let parts = crate::prompt::assemble(&self.0.ctx, agent, signal)
-                .await
-                .map_err(|e| plugin_failure("system prompt assembly failed", &e))?;
+            let parts = crate::prompt::assemble_with(
+                &self.0.ctx,
+                agent,
+                signal,
+                Some(&self.0.render_cache),
+            )
+            .await
+            .map_err(|e| plugin_failure("system prompt assembly failed", &e))?;
             let mut batch = claimed;
             let snapshot = {
                 let mut st = self.state();

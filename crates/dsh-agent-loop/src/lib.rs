@@ -71,6 +71,7 @@ impl LoopError {
 pub struct AgentLoop {
     ctx: Context,
     config: LoopConfig,
+    render_cache: Arc<std::sync::Mutex<Option<prompt::RenderCache>>>,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -84,7 +85,11 @@ impl std::fmt::Debug for AgentLoop {
 impl AgentLoop {
     /// A factory creating agents under `ctx` (agent scopes are tagged children of it).
     pub fn new(ctx: Context, config: LoopConfig) -> Self {
-        Self { ctx, config }
+        Self {
+            ctx,
+            config,
+            render_cache: Arc::default(),
+        }
     }
 
     fn publish(
@@ -140,7 +145,11 @@ impl AgentLoop {
                 owner: Some(key.clone()),
             },
         )?;
-        let runner = Runner::new(self.ctx.clone(), self.config.clone());
+        let runner = Runner::new(
+            self.ctx.clone(),
+            self.config.clone(),
+            self.render_cache.clone(),
+        );
         agent_ctx
             .provide(Arc::new(AgentInfo {
                 id: session.id().to_owned(),
@@ -177,7 +186,11 @@ impl AgentLoop {
         let session = self
             .store()?
             .restore(loaded.events, loaded.header, Some(key.clone()))?;
-        let runner = Runner::new(self.ctx.clone(), self.config.clone());
+        let runner = Runner::new(
+            self.ctx.clone(),
+            self.config.clone(),
+            self.render_cache.clone(),
+        );
         agent_ctx
             .provide(Arc::new(AgentInfo {
                 id: session.id().to_owned(),

@@ -644,3 +644,62 @@ async fn a_panicking_plugin_ends_the_turn_not_the_driver() {
         ])
     );
 }
+
+#[tokio::test]
+async fn system_prompt_follows_variable_and_section_changes_across_turns() {
+    // The loop reuses the last rendered system prompt while its sections and variables are
+    // unchanged; a changed variable value or a new section must still re-render it.
+    use dsh_system_prompt::{PromptSection, SystemPrompt};
+    let h = Harness::new(vec![text("a"), text("b"), text("c"), text("d")]).await;
+    let sp = h.kernel.root().require::<SystemPrompt>().unwrap();
+    let mode = Arc::new(std::sync::Mutex::new("ask".to_owned()));
+    let m = mode.clone();
+    sp.variable(h.kernel.root(), "mode", move |_| {
+        Some(m.lock().unwrap().clone())
+    })
+    .unwrap()
+    .detach();
+    sp.section(
+        h.kernel.root(),
+        PromptSection::new("test:mode", 0.0, "Mode: {{mode}}."),
+    )
+    .unwrap()
+    .detach();
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    *mode.lock().unwrap() = "auto".to_owned();
+    agent.followup(user("three")).unwrap();
+    idle(&agent).await;
+    let extra = sp
+        .section(
+            h.kernel.root(),
+            PromptSection::new("test:late", 1.0, "Late."),
+        )
+        .unwrap();
+    agent.followup(user("four")).unwrap();
+    idle(&agent).await;
+    drop(extra);
+    let headers: Vec<serde_json::Value> = agent
+        .session()
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "request/header")
+        .map(|e| {
+            let v = e.data.to_value();
+            json!([v["header"]["system"], v["reason"]])
+        })
+        .collect();
+    let identity = "You are an AI agent powered by dsh.";
+    assert_eq!(
+        headers,
+        vec![
+            json!([format!("{identity}\n\nMode: ask."), "initial"]),
+            json!([format!("{identity}\n\nMode: auto."), "change"]),
+            json!([format!("{identity}\n\nMode: auto.\n\nLate."), "change"]),
+        ]
+    );
+    assert_requests_reconstructable(&h.script, agent.session());
+}
