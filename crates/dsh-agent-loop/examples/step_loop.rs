@@ -2,7 +2,9 @@
 //! without criterion): creates `N` fresh agents, then (unless the mode is `create`) runs one
 //! followup turn of one step on each. Run it under `valgrind --tool=callgrind` once with
 //! `create` and once with `turn`; the difference divided by `N` is the instructions per turn.
-//! Usage: `step_loop [N=200] [turn|create]`.
+//! Usage: `step_loop [N=200] [turn|create|reuse] [TOOLS=0]` (`reuse`: `N` turns on one agent,
+//! the steady state of a long session, whose header is logged once): `TOOLS` registers that many tools with a
+//! small object schema first (the bench has none; real agents carry a dozen).
 
 #![allow(missing_docs, reason = "measurement harness")]
 #![allow(
@@ -27,6 +29,26 @@ use dsh_session as _;
 use dsh_tools as _;
 
 struct Instant;
+
+/// Arguments of the placeholder tools (their schema is what the loop sends each step).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[allow(dead_code, reason = "only the schema is used")]
+struct ToolArgs {
+    /// A path relative to the workspace root.
+    path: String,
+    /// First line to read (1-based).
+    offset: Option<u64>,
+    /// Number of lines to read.
+    limit: Option<u64>,
+    /// A regular expression to search for.
+    pattern: Option<String>,
+}
+
+/// Output of the placeholder tools.
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct ToolOut {
+    ok: bool,
+}
 
 impl LlmAdapter for Instant {
     fn stream(&self, _opts: GenerateOptions) -> ChunkStream {
@@ -62,7 +84,10 @@ impl LlmAdapter for Instant {
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
-    let turns = args.next().as_deref() != Some("create");
+    let mode = args.next().unwrap_or_else(|| "turn".to_owned());
+    let turns = mode != "create";
+    let reuse = mode == "reuse";
+    let tools: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -76,8 +101,18 @@ fn main() {
             .unwrap()
             .detach();
         let registry = kernel.root().require::<AgentRegistry>().unwrap();
+        let tool_registry = kernel.root().require::<dsh_tools::ToolRegistry>().unwrap();
+        for i in 0..tools {
+            let def = dsh_tools::define_tool::<ToolArgs, ToolOut>(
+                format!("tool_{i}"),
+                "Reads or searches a file of the workspace.",
+            )
+            .execute(|_, _| async { Ok(ToolOut { ok: true }) })
+            .unwrap();
+            tool_registry.register(kernel.root(), def).unwrap().detach();
+        }
         let mut agents = Vec::with_capacity(n);
-        for _ in 0..n {
+        for _ in 0..if reuse { 1 } else { n } {
             agents.push(
                 registry
                     .create(CreateAgentOptions {
@@ -92,7 +127,12 @@ fn main() {
                     .unwrap(),
             );
         }
-        if turns {
+        if reuse {
+            for _ in 0..n {
+                agents[0].followup(Message::user_text("go")).unwrap();
+                agents[0].when_idle().await;
+            }
+        } else if turns {
             for agent in &agents {
                 agent.followup(Message::user_text("go")).unwrap();
                 agent.when_idle().await;

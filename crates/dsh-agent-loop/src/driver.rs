@@ -16,7 +16,7 @@ use dsh_agent::{
 use dsh_kernel::{BoxError, CancellationToken, Context};
 use dsh_llm::{
     BlockAssembler, FinishReason, GenerateOptions, LlmCallConfig, LlmFailure, LlmService, Message,
-    StreamChunk, codes,
+    StreamChunk, ToolSchema, codes,
 };
 use dsh_session::{
     AssistantChunkData, AssistantMessageData, EventData, RequestContext, RequestHeaderData,
@@ -66,6 +66,9 @@ struct RunnerState {
     retained: Option<RetainedSnapshot>,
     /// The last turn number (scanned from the log once, then tracked).
     last_turn: Option<u64>,
+    /// The seq of the last `request/header` this loop instance logged and the tool schemas its
+    /// `tools` were serialized from.
+    logged_tools: Option<(u64, Vec<ToolSchema>)>,
 }
 
 /// The per-agent turn runner (one per agent: it holds the loop instance's request memory).
@@ -439,59 +442,79 @@ impl Runner {
     }
 
     /// Logs `request/header` (first request of this loop instance, then only on change) and
-    /// `request/context` (only when provider, model or window changed).
+    /// `request/context` (only when provider, model or window changed). The header is
+    /// `EpochHeader::canonical(config, defaults, system, schemas)`; it is only built when it may
+    /// have to be logged or compared: when the latest logged header is the one this loop
+    /// instance logged from exactly these `schemas` and its config, defaults and system are
+    /// equal, the header is unchanged without serializing the schemas again.
     fn log_header(
         &self,
         session: &Session,
-        header: &dsh_llm::EpochHeader,
+        config: LlmCallConfig,
+        defaults: dsh_llm::AdapterDefaults,
+        system: Option<&str>,
+        schemas: &[ToolSchema],
         context_window: Option<u64>,
     ) -> Result<(), SessionError> {
-        // Compared in place (no copy of the logged header, its prompt or its tools).
-        let prev_event = session.request_header_event();
-        let prev = logged_header(prev_event.as_deref());
-        let reason = {
-            let mut st = self.state();
-            let r = if !st.requested {
-                Some(if prev.is_some() {
-                    RequestHeaderReason::Resume
-                } else {
-                    RequestHeaderReason::Initial
-                })
-            } else if prev != Some(header) {
-                Some(RequestHeaderReason::Change)
-            } else {
-                None
-            };
-            st.requested = true;
-            r
-        };
-        drop(prev_event);
-        if let Some(reason) = reason {
-            session.append(
-                "request/header",
-                EventData::RequestHeader(RequestHeaderData {
-                    header: header.clone(),
-                    reason,
-                }),
-                None,
-            )?;
-        }
-        let unchanged = session
+        // The route check reads state the header append does not change; the context is
+        // built now, while `config` is still at hand (it moves into the header).
+        let context_unchanged = session
             .request_context_event()
             .is_some_and(|e| match &e.data {
                 EventData::RequestContext(c) => {
-                    c.provider == header.config.provider
-                        && c.model == header.config.model
+                    c.provider == config.provider
+                        && c.model == config.model
                         && c.context_window == context_window
                 }
                 _ => false,
             });
-        if !unchanged {
-            let ctx = RequestContext {
-                provider: header.config.provider.clone(),
-                model: header.config.model.clone(),
-                context_window,
+        let context = (!context_unchanged).then(|| RequestContext {
+            provider: config.provider.clone(),
+            model: config.model.clone(),
+            context_window,
+        });
+        // Compared in place (no copy of the logged header, its prompt or its tools).
+        let prev_event = session.request_header_event();
+        let prev = logged_header(prev_event.as_deref());
+        let header_defaults = (!defaults.is_empty()).then_some(defaults);
+        let (requested, same_tools) = {
+            let st = self.state();
+            let same_tools = match (&st.logged_tools, prev_event.as_deref()) {
+                (Some((seq, logged)), Some(e)) => *seq == e.seq && logged.as_slice() == schemas,
+                _ => false,
             };
+            (st.requested, same_tools)
+        };
+        let unchanged = requested
+            && same_tools
+            && prev.is_some_and(|h| {
+                h.config == config
+                    && h.adapter_defaults == header_defaults
+                    && h.system.as_deref() == system
+            });
+        let header = (!unchanged).then(|| {
+            dsh_llm::EpochHeader::canonical(config, defaults, system.map(str::to_owned), schemas)
+        });
+        let reason = match &header {
+            None => None,
+            Some(_) if !requested => Some(if prev.is_some() {
+                RequestHeaderReason::Resume
+            } else {
+                RequestHeaderReason::Initial
+            }),
+            Some(h) => (prev != Some(h)).then_some(RequestHeaderReason::Change),
+        };
+        drop(prev_event);
+        self.state().requested = true;
+        if let (Some(reason), Some(header)) = (reason, header) {
+            let ev = session.append(
+                "request/header",
+                EventData::RequestHeader(RequestHeaderData { header, reason }),
+                None,
+            )?;
+            self.state().logged_tools = Some((ev.seq, schemas.to_vec()));
+        }
+        if let Some(ctx) = context {
             session.append("request/context", EventData::RequestContext(ctx), None)?;
         }
         Ok(())
@@ -540,16 +563,25 @@ impl Runner {
                 .as_ref()
                 .map(|t| t.schemas(Some(&key)))
                 .unwrap_or_default();
-            let header =
-                dsh_llm::EpochHeader::canonical(config, defaults, system.clone(), &schemas);
-            self.log_header(&session, &header, window)?;
-            let mut opts = GenerateOptions::new(&header.config, session.derive_messages());
-            opts.system = header.system.clone();
+            // As `EpochHeader::canonical` stores it: an empty prompt is absent.
+            let system_text = system.clone().filter(|s| !s.is_empty());
+            // The history is read before the header is logged: neither `request/header` nor
+            // `request/context` derives a message.
+            let mut opts = GenerateOptions::new(&config, session.derive_messages());
+            let provider = config.provider.clone();
+            let model = config.model.clone();
+            self.log_header(
+                &session,
+                config,
+                defaults,
+                system_text.as_deref(),
+                &schemas,
+                window,
+            )?;
+            opts.system = system_text;
             opts.tools = schemas;
             opts.signal = signal.clone();
             opts.session_id = Some(session.id().to_owned());
-            let provider = header.config.provider.clone();
-            let model = header.config.model.clone();
 
             let mut stream = llm.stream_scoped(Some(&key), opts);
             let mut asm = BlockAssembler::new();

@@ -703,3 +703,37 @@ async fn system_prompt_follows_variable_and_section_changes_across_turns() {
     );
     assert_requests_reconstructable(&h.script, agent.session());
 }
+
+#[tokio::test]
+async fn header_relogs_when_the_tool_set_changes_and_only_then() {
+    // Steps reuse the schemas the last logged header was built from; a new tool must still
+    // re-log the header (reason change), and an unchanged set must not.
+    let h = Harness::new(vec![text("a"), text("b"), text("c")]).await;
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    register_echo(&h, false);
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    agent.followup(user("three")).unwrap();
+    idle(&agent).await;
+    let headers: Vec<serde_json::Value> = agent
+        .session()
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "request/header")
+        .map(|e| {
+            let v = e.data.to_value();
+            let names: Vec<serde_json::Value> = v["header"]["tools"]
+                .as_array()
+                .map(|a| a.iter().map(|t| t["name"].clone()).collect())
+                .unwrap_or_default();
+            json!([names, v["reason"]])
+        })
+        .collect();
+    assert_eq!(
+        headers,
+        vec![json!([[], "initial"]), json!([["echo"], "change"])]
+    );
+    assert_requests_reconstructable(&h.script, agent.session());
+}
