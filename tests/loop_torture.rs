@@ -15,7 +15,9 @@
 //! - crash consistency: stored and streamed events agree; a tool side effect on disk implies its
 //!   `tool/call` is durable; a request the provider received implies its `step/start` is;
 //! - every 10th iteration (or the next one that stored a session; `DSH_TORTURE_RESUME_EVERY`
-//!   overrides), `dsh exec --resume ID "continue"` on the repaired session exits 0, and the
+//!   overrides), `dsh exec --resume ID "continue"` on the repaired session (iterations 10–19,
+//!   30–39, …: on the crashed log as it is, only `inspect`ed, so dsh's own resume repairs it)
+//!   exits 0, and the
 //!   provider request it sent is valid:
 //!   every assistant message with `tool_calls` is immediately followed by exactly one `tool`
 //!   message per call id, and no `tool` message is orphaned. The resumed log is checked again.
@@ -25,7 +27,7 @@
 //! to completion.
 //!
 //! One more iteration runs with `-c persistence.backend=sqlite` and checks the same through the
-//! SQLite seam. Before the kills, one calibration run completes the script unkilled (exit 0).
+//! SQLite seam (`DSH_TORTURE_SQLITE_ITERATIONS` adds randomly killed ones). Before the kills, one calibration run completes the script unkilled (exit 0).
 //!
 //! Kill points: iteration i draws `k` from a deterministic LCG; `k == 0` kills during start-up
 //! (0–150 ms after spawn), otherwise after the k-th streamed `--json` event line (k ≤ the
@@ -455,6 +457,8 @@ struct Tally {
     torn_tail: u64,
     closed_by_repair: u64,
     resumes: u64,
+    /// Resumes of a crashed log nobody repaired before (`dsh` repairs it on resume).
+    raw_resumes: u64,
     /// Repaired sessions resumed, killed again, repaired again and resumed to the end.
     double_crashes: u64,
     /// Histogram of the number of `step/start` events in the stored log after a kill.
@@ -464,17 +468,22 @@ struct Tally {
     events_max: usize,
 }
 
-/// Loads, checks and reloads one killed session; returns the loaded (repaired) log.
+/// Loads (`commit`: `load`, which writes the repair; else `inspect`, in memory only), checks and
+/// reloads one killed session; returns the (repaired) log.
 fn check_killed(
     store: &dyn SessionPersistence,
     reopen: &dyn Fn() -> Arc<dyn SessionPersistence>,
     id: &str,
+    commit: bool,
     what: &str,
     tally: &mut Tally,
 ) -> LoadedSession {
-    let loaded = store
-        .load(id)
-        .unwrap_or_else(|e| panic!("{what}: load failed: {} {e}", e.code()));
+    let loaded = if commit {
+        store.load(id)
+    } else {
+        store.inspect(id)
+    }
+    .unwrap_or_else(|e| panic!("{what}: load failed: {} {e}", e.code()));
     assert_eq!(
         invariant_violations(&loaded.events),
         Vec::<String>::new(),
@@ -502,6 +511,12 @@ fn check_killed(
     tally.steps[steps.min(7)] += 1;
     tally.events_min = tally.events_min.min(loaded.events.len());
     tally.events_max = tally.events_max.max(loaded.events.len());
+    if !commit {
+        // Nothing was written: a fresh seam computes the same repair again.
+        let again = reopen().inspect(id).unwrap();
+        assert_eq!(again, loaded, "{what}: inspect not deterministic");
+        return loaded;
+    }
     store.release(id);
     // Idempotent: a fresh seam sees the repaired log, unchanged, with nothing left to repair.
     let again = reopen()
@@ -697,7 +712,7 @@ fn check_double_crash(
         extra_ms,
     );
     let store = reopen();
-    let loaded = check_killed(store.as_ref(), reopen, id, what, tally);
+    let loaded = check_killed(store.as_ref(), reopen, id, true, what, tally);
     drop(store);
     assert_eq!(
         loaded.events[..before.events.len()],
@@ -859,10 +874,19 @@ fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
         };
         let reopen = || env.jsonl_store();
         let store = env.jsonl_store();
-        let loaded = check_killed(store.as_ref(), &reopen, id, &what, &mut tally);
+        // Every other resumed block of ten resumes the crashed log as it is (dsh repairs it
+        // itself); the others resume the log `Persistence::load` repaired.
+        let raw = resume_due && (i / 10) % 2 == 1 && i % 10 != 5;
+        let loaded = check_killed(store.as_ref(), &reopen, id, !raw, &what, &mut tally);
         drop(store);
         check_crash_consistency(&env, &loaded, &killed, chat_requests(&server).len(), &what);
-        if i % 10 == 5 {
+        if raw {
+            let what = format!("{what}, resumed unrepaired");
+            check_resume(&rt, &env, &[], &reopen, id, &loaded, &what);
+            tally.raw_resumes += 1;
+            tally.resumes += 1;
+            resume_due = false;
+        } else if i % 10 == 5 {
             // Crash the resumed run too (k: 0..=40 lines of its ~45), then resume to the end.
             let k2 = rng.next(41);
             let ms2 = rng.next(25);
@@ -879,34 +903,51 @@ fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
         }
     }
 
-    // SQLite: one killed iteration mid-session (after the third step's events), then resume.
+    // SQLite: the first iteration is killed mid-session (half-way through the event lines), further
+    // ones (`DSH_TORTURE_SQLITE_ITERATIONS`) at random points; each is resumed to the end.
     let sqlite = ["-c", "persistence.backend=sqlite"];
-    let env = Env::new();
-    let server = start_replay(&rt, &script(&env));
-    let k = total_lines / 2;
-    let killed = run_and_kill(&env, &server.base_url(), &sqlite, TASK, k, 7);
-    let what = format!("sqlite iteration (kill after line {k} + 7 ms)");
-    let reopen = || env.sqlite_store();
-    let ids: Vec<String> = env
-        .sqlite_store()
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|h| h.id)
-        .collect();
-    assert_eq!(ids.len(), 1, "{what}: {ids:?}");
-    assert!(
-        env.jsonl_ids().is_empty(),
-        "{what}: the sqlite run wrote JSONL"
-    );
-    let store = env.sqlite_store();
-    let loaded = check_killed(store.as_ref(), &reopen, &ids[0], &what, &mut tally);
-    drop(store);
-    check_crash_consistency(&env, &loaded, &killed, chat_requests(&server).len(), &what);
-    check_resume(&rt, &env, &sqlite, &reopen, &ids[0], &loaded, &what);
+    let sqlite_n = std::env::var("DSH_TORTURE_SQLITE_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1u64);
+    for j in 0..sqlite_n {
+        let (k, extra_ms) = if j == 0 {
+            (total_lines / 2, 7)
+        } else {
+            (rng.next(total_lines) + 1, rng.next(25))
+        };
+        let env = Env::new();
+        let server = start_replay(&rt, &script(&env));
+        let killed = run_and_kill(&env, &server.base_url(), &sqlite, TASK, k, extra_ms);
+        let what = format!("sqlite iteration {j} (kill after line {k} + {extra_ms} ms)");
+        let reopen = || env.sqlite_store();
+        let ids: Vec<String> = env
+            .sqlite_store()
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert!(
+            env.jsonl_ids().is_empty(),
+            "{what}: the sqlite run wrote JSONL"
+        );
+        assert!(ids.len() <= 1, "{what}: {ids:?}");
+        let Some(id) = ids.first() else {
+            assert_ne!(j, 0, "{what}: nothing stored half-way through the session");
+            tally.no_session += 1;
+            continue;
+        };
+        let store = env.sqlite_store();
+        let loaded = check_killed(store.as_ref(), &reopen, id, true, &what, &mut tally);
+        drop(store);
+        check_crash_consistency(&env, &loaded, &killed, chat_requests(&server).len(), &what);
+        check_resume(&rt, &env, &sqlite, &reopen, id, &loaded, &what);
+        tally.resumes += 1;
+    }
 
     eprintln!(
-        "loop torture: {n} jsonl iterations + 1 sqlite in {:.1} s (full unkilled run {} ms, {} event lines); {tally:?}",
+        "loop torture: {n} jsonl iterations + {sqlite_n} sqlite in {:.1} s (full unkilled run {} ms, {} event lines); {tally:?}",
         started.elapsed().as_secs_f64(),
         full_run.as_millis(),
         total_lines
