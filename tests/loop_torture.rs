@@ -12,6 +12,8 @@
 //!   `derive_messages`) has a later tool-result block (no orphan tool call), and every
 //!   `tool/call` event has exactly one `tool/result`;
 //! - a second load changes nothing and repairs nothing (repair is idempotent);
+//! - every 5th iteration, `dsh sessions verify --json` on the crashed log (before any repair)
+//!   reports no errors and exactly the repair `inspect` computes (torn tail, closer types);
 //! - crash consistency: stored and streamed events agree; a tool side effect on disk implies its
 //!   `tool/call` is durable; a request the provider received implies its `step/start` is;
 //! - every 10th iteration (or the next one that stored a session; `DSH_TORTURE_RESUME_EVERY`
@@ -160,12 +162,15 @@ impl Env {
 
     /// `dsh <extra> exec --json <args>` in the workspace with a hermetic environment.
     fn dsh(&self, url: &str, extra: &[&str], args: &[&str]) -> Command {
+        let mut cmd = self.dsh_plain(url);
+        cmd.args(extra).arg("exec").arg("--json").args(args);
+        cmd
+    }
+
+    /// `dsh` (no arguments yet) in the workspace with a hermetic environment.
+    fn dsh_plain(&self, url: &str) -> Command {
         let mut cmd = Command::new(dsh_bin());
-        cmd.args(extra)
-            .arg("exec")
-            .arg("--json")
-            .args(args)
-            .current_dir(&self.repo)
+        cmd.current_dir(&self.repo)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)
@@ -457,6 +462,8 @@ struct Tally {
     torn_tail: u64,
     closed_by_repair: u64,
     resumes: u64,
+    /// Crashed logs checked with `dsh sessions verify --json` before any repair.
+    verified: u64,
     /// Resumes of a crashed log nobody repaired before (`dsh` repairs it on resume).
     raw_resumes: u64,
     /// Repaired sessions resumed, killed again, repaired again and resumed to the end.
@@ -530,6 +537,33 @@ fn check_killed(
     assert_eq!(again.events, loaded.events, "{what}: repair not idempotent");
     assert_eq!(again.header, loaded.header, "{what}");
     loaded
+}
+
+/// `dsh sessions verify --json` on the crashed, not yet repaired log agrees with `inspect`:
+/// no errors, the same stored event count, torn-tail flag and closer types; exit 0 iff no repair.
+fn check_verify(env: &Env, id: &str, inspected: &LoadedSession, what: &str) {
+    let log = dsh_persistence::log_path(&env.sessions_dir(), env.repo.to_str(), id).unwrap();
+    let mut cmd = env.dsh_plain("http://127.0.0.1:9");
+    cmd.args(["sessions", "verify", "--json"]).arg(&log);
+    let out = run(cmd);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: verify printed no JSON ({e}): {out:?}"));
+    let closers = inspected.repair.closers;
+    let stored = &inspected.events[..inspected.events.len() - closers];
+    let closer_types: Vec<Value> = inspected.events[stored.len()..]
+        .iter()
+        .map(|e| e.to_value()["type"].clone())
+        .collect();
+    assert_eq!(report["errors"], json!([]), "{what}: verify found errors");
+    assert_eq!(report["events"], stored.len(), "{what}: verify {report}");
+    assert_eq!(
+        report["repair"],
+        json!({"tornTail": inspected.repair.torn_tail_dropped, "closers": closer_types}),
+        "{what}: verify and inspect disagree on the repair"
+    );
+    let clean = inspected.repair == RepairReport::default();
+    assert_eq!(report["ok"], clean, "{what}");
+    assert_eq!(out.status.code(), Some(if clean { 0 } else { 1 }), "{what}");
 }
 
 /// `dsh exec --resume ID "continue"` on the repaired session: exit 0, a balanced provider
@@ -792,7 +826,6 @@ fn check_crash_consistency(
 
 #[test]
 fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
-    let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -800,6 +833,7 @@ fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
         .unwrap();
 
     dsh_bin(); // build first, outside the timings
+    let started = Instant::now();
 
     // Calibration: the script completes unkilled; its event count bounds the kill points.
     let env = Env::new();
@@ -873,6 +907,11 @@ fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
             continue;
         };
         let reopen = || env.jsonl_store();
+        if i % 5 == 2 {
+            let inspected = env.jsonl_store().inspect(id).unwrap();
+            check_verify(&env, id, &inspected, &what);
+            tally.verified += 1;
+        }
         let store = env.jsonl_store();
         // Every other resumed block of ten resumes the crashed log as it is (dsh repairs it
         // itself); the others resume the log `Persistence::load` repaired.
