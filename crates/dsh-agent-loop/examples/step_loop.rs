@@ -2,7 +2,7 @@
 //! without criterion): creates `N` fresh agents, then (unless the mode is `create`) runs one
 //! followup turn of one step on each. Run it under `valgrind --tool=callgrind` once with
 //! `create` and once with `turn`; the difference divided by `N` is the instructions per turn.
-//! Usage: `step_loop [N=200] [turn|create|reuse] [TOOLS=0]` (`reuse`: `N` turns on one agent,
+//! Usage: `step_loop [N=200] [turn|create|reuse|wall] [TOOLS=0]` (`reuse`: `N` turns on one agent,
 //! the steady state of a long session, whose header is logged once): `TOOLS` registers that many tools with a
 //! small object schema first (the bench has none; real agents carry a dozen).
 
@@ -81,7 +81,68 @@ impl LlmAdapter for Instant {
     }
 }
 
+/// `wall` mode: the criterion bench's shape (one `block_on` per phase, agent dropped inside the
+/// measured phase), timing setup, turn and drop separately on stderr.
+fn wall(n: usize) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_kernel, registry) = rt.block_on(async {
+        let kernel = Kernel::new();
+        kernel.boot().await.unwrap();
+        let llm = kernel.root().require::<LlmService>().unwrap();
+        llm.register_adapter(vec!["bench".into()], Arc::new(Instant))
+            .unwrap()
+            .detach();
+        let registry = kernel.root().require::<AgentRegistry>().unwrap();
+        (kernel, registry)
+    });
+    let (mut create, mut turn, mut drop_t) = (0u128, 0u128, 0u128);
+    for _ in 0..n {
+        let t0 = std::time::Instant::now();
+        let agent = rt
+            .block_on(registry.create(CreateAgentOptions {
+                options: AgentOptions {
+                    provider: Some("bench".into()),
+                    model: Some("m".into()),
+                    max_tokens: None,
+                },
+                ..CreateAgentOptions::default()
+            }))
+            .unwrap();
+        let t1 = std::time::Instant::now();
+        rt.block_on(async {
+            agent.followup(Message::user_text("go")).unwrap();
+            agent.when_idle().await;
+        });
+        let t2 = std::time::Instant::now();
+        drop(agent);
+        let t3 = std::time::Instant::now();
+        create += (t1 - t0).as_nanos();
+        turn += (t2 - t1).as_nanos();
+        drop_t += (t3 - t2).as_nanos();
+    }
+    let n = n as u128;
+    eprintln!(
+        "per iteration: create {} us, turn {} us, drop {} us",
+        create / n / 1000,
+        turn / n / 1000,
+        drop_t / n / 1000
+    );
+}
+
 fn main() {
+    if std::env::args().nth(2).as_deref() == Some("wall") {
+        wall(
+            std::env::args()
+                .nth(1)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(1000),
+        );
+        return;
+    }
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
     let mode = args.next().unwrap_or_else(|| "turn".to_owned());
