@@ -300,8 +300,9 @@ impl Config {
                 })
             })
             .collect();
+        // `dsh_persistence::PersistenceSettings` reads camelCase keys and ignores unknown ones.
         let mut persistence = json!({
-            "write_batch_max_delay_ms": self.write_batch_ms,
+            "writeBatchMaxDelayMs": self.write_batch_ms,
         });
         if self.persist && self.backend == "jsonl" {
             persistence["root"] = json!(self.sessions_dir);
@@ -365,6 +366,31 @@ mod tests {
             err.starts_with(&format!("{}: unknown field `bakend`", p.display())),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_persistence_section_carries_the_batch_window_and_root() {
+        let config = Config {
+            dsh_home: "/h".into(),
+            cwd: "/w".into(),
+            provider: "deepseek".into(),
+            model: "deepseek-v4-flash".into(),
+            permission_mode: "workspace-write".into(),
+            max_tokens: None,
+            persona: None,
+            backend: "jsonl".into(),
+            sessions_dir: "/h/sessions".into(),
+            write_batch_ms: 7,
+            max_parallel_tool_calls: None,
+            providers: BTreeMap::new(),
+            persist: true,
+        };
+        let settings = config.kernel_settings();
+        let section = settings.section("dsh-persistence").unwrap();
+        let parsed = dsh_persistence::PersistenceSettings::deserialize(section).unwrap();
+        assert_eq!(parsed.write_batch_max_delay_ms, Some(7));
+        assert_eq!(parsed.root, Some(PathBuf::from("/h/sessions")));
+        assert_eq!(parsed.backend, None);
     }
 
     #[test]
