@@ -24,6 +24,7 @@
 //!   every assistant message with `tool_calls` is immediately followed by exactly one `tool`
 //!   message per call id, and no `tool` message is orphaned. The resumed log is checked again.
 //!
+//! Iterations 3, 7, 11, … run with `-c persistence.write_batch_ms=0` (no batching window).
 //! Iterations 5, 15, 25, … crash twice: the repaired session is resumed with a bash step and
 //! killed again at a random point, re-checked (the first repair stays its prefix), then resumed
 //! to completion.
@@ -350,10 +351,13 @@ fn run(cmd: Command) -> Output {
 // Checks
 // ---------------------------------------------------------------------------------------------
 
-/// Every `tool/call` event has exactly one `tool/result`; returns the number of calls.
+/// Every `tool/call` event has exactly one `tool/result`, and every other `tool/result` is the
+/// repair's "not started" closer for a call the assistant requested but never dispatched (its
+/// `tool/call` was never durable); returns the number of `tool/call` events.
 fn assert_calls_paired(events: &[SessionEvent], what: &str) -> usize {
     let mut calls = Vec::new();
     let mut results = Vec::new();
+    let mut not_started = Vec::new();
     for e in events {
         match &e.data {
             EventData::ToolCall(_) => {
@@ -361,15 +365,29 @@ fn assert_calls_paired(events: &[SessionEvent], what: &str) -> usize {
                 calls.push(v["data"]["callId"].as_str().unwrap().to_owned());
             }
             EventData::ToolResult(r) => {
-                results.push(r.call_id().map(ToString::to_string).unwrap_or_default());
+                let id = r.call_id().map(ToString::to_string).unwrap_or_default();
+                let v = e.to_value();
+                let text = &v["data"]["message"]["content"][0]["content"][0]["text"];
+                if *text == dsh_persistence::NOT_STARTED_TEXT {
+                    not_started.push(id.clone());
+                }
+                results.push(id);
             }
             _ => {}
         }
     }
-    calls.sort();
+    for id in &not_started {
+        assert!(
+            !calls.contains(id),
+            "{what}: a 'not started' result for the recorded call {id}"
+        );
+    }
+    let mut want = calls.clone();
+    want.extend(not_started);
+    want.sort();
     results.sort();
     assert_eq!(
-        calls, results,
+        want, results,
         "{what}: tool/call without exactly one tool/result"
     );
     calls.len()
@@ -892,11 +910,18 @@ fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
     for i in 0..n {
         let k = rng.next(total_lines + 1);
         let extra_ms = rng.next(25);
-        let what = format!("iteration {i} (kill after line {k} + {extra_ms} ms)");
+        // Every 4th run writes every event at once (no batching window): more, smaller appends.
+        let unbatched = i % 4 == 3;
+        let extra: &[&str] = if unbatched {
+            &["-c", "persistence.write_batch_ms=0"]
+        } else {
+            &[]
+        };
+        let what = format!("iteration {i} (kill after line {k} + {extra_ms} ms{extra:?})");
         resume_due |= i % every == 0;
         let env = Env::new();
         let server = start_replay(&rt, &script(&env));
-        let killed = run_and_kill(&env, &server.base_url(), &[], TASK, k, extra_ms);
+        let killed = run_and_kill(&env, &server.base_url(), extra, TASK, k, extra_ms);
         if killed.finished {
             tally.completed_before_kill += 1;
         }
