@@ -89,6 +89,20 @@ pub trait AgentFactory: Send + Sync + 'static {
 #[derive(Default)]
 struct Entries {
     agents: Vec<(Agent, Option<Agent>)>,
+    /// The ids of `agents`, for O(1) duplicate checks (registering must not cost O(live
+    /// agents)).
+    ids: std::collections::HashSet<String>,
+}
+
+impl Entries {
+    /// Removes `agent` (this very agent, not just its id) if it is registered.
+    fn remove(&mut self, agent: &Agent) {
+        let before = self.agents.len();
+        self.agents.retain(|(a, _)| a != agent);
+        if self.agents.len() < before {
+            self.ids.remove(agent.id().as_str());
+        }
+    }
 }
 
 /// The live-agent registry. Provided as `Arc<AgentRegistry>` by this crate's plugin.
@@ -169,9 +183,10 @@ impl AgentRegistry {
     /// [`RegistryError::Duplicate`] for a live id.
     pub fn register(&self, agent: Agent, owner: Option<Agent>) -> Result<(), RegistryError> {
         let mut e = self.lock();
-        if e.agents.iter().any(|(a, _)| a.id() == agent.id()) {
+        if e.ids.contains(agent.id().as_str()) {
             return Err(RegistryError::Duplicate(agent.id().to_string()));
         }
+        e.ids.insert(agent.id().to_string());
         e.agents.push((agent, owner));
         Ok(())
     }
@@ -217,7 +232,7 @@ impl AgentRegistry {
         };
         agent.shutdown().await;
         agent.ctx().dispose().await;
-        self.lock().agents.retain(|(a, _)| a != &agent);
+        self.lock().remove(&agent);
         agent
             .ctx()
             .parent()
@@ -241,7 +256,7 @@ impl AgentRegistry {
         let this = self.clone();
         let agent = agent.clone();
         vec![Disposer::infallible(move || {
-            this.lock().agents.retain(|(a, _)| a != &agent);
+            this.lock().remove(&agent);
         })]
     }
 }

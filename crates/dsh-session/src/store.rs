@@ -87,8 +87,16 @@ struct Entry {
 pub struct SessionStore {
     ctx: Context,
     registry: Arc<EventTypeRegistry>,
-    sessions: Mutex<Vec<Entry>>,
+    sessions: Mutex<Sessions>,
     counter: AtomicU64,
+}
+
+/// The live sessions in creation order, plus their ids for O(1) duplicate checks (creating an
+/// agent must not cost O(live sessions)).
+#[derive(Debug, Default)]
+struct Sessions {
+    list: Vec<Entry>,
+    ids: std::collections::HashSet<String>,
 }
 
 impl SessionStore {
@@ -97,7 +105,7 @@ impl SessionStore {
         Self {
             ctx,
             registry,
-            sessions: Mutex::new(Vec::new()),
+            sessions: Mutex::new(Sessions::default()),
             counter: AtomicU64::new(0),
         }
     }
@@ -107,7 +115,7 @@ impl SessionStore {
         &self.registry
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -127,12 +135,12 @@ impl SessionStore {
             None => loop {
                 let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
                 let candidate = format!("session-{n}");
-                if !self.lock().iter().any(|e| e.session.id() == candidate) {
+                if !self.lock().ids.contains(&candidate) {
                     break candidate;
                 }
             },
         };
-        if self.lock().iter().any(|e| e.session.id() == id) {
+        if self.lock().ids.contains(&id) {
             return Err(SessionError::DuplicateSession { id });
         }
         let mut header = opts
@@ -166,7 +174,7 @@ impl SessionStore {
         let session = Arc::new(session);
         {
             let mut list = self.lock();
-            if list.iter().any(|e| e.session.id() == id) {
+            if list.ids.contains(&id) {
                 return Err(SessionError::DuplicateSession { id });
             }
             let weak: Weak<Session> = Arc::downgrade(&session);
@@ -188,7 +196,8 @@ impl SessionStore {
                     message: format!("session `{id}` already has a publisher"),
                 });
             }
-            list.push(Entry {
+            list.ids.insert(id.clone());
+            list.list.push(Entry {
                 session: session.clone(),
                 owner: owner.clone(),
             });
@@ -207,6 +216,7 @@ impl SessionStore {
     pub fn dispose_all(&self) -> usize {
         let ids: Vec<String> = self
             .lock()
+            .list
             .iter()
             .map(|e| e.session.id().to_owned())
             .collect();
@@ -226,7 +236,7 @@ impl SessionStore {
         owner: Option<ScopeKey>,
     ) -> Result<Arc<Session>, SessionError> {
         let id = header.id.clone();
-        if self.lock().iter().any(|e| e.session.id() == id) {
+        if self.lock().ids.contains(&id) {
             return Err(SessionError::DuplicateSession { id });
         }
         let session = Session::from_restore_with(id, events, Some(header), self.registry.clone())?;
@@ -236,6 +246,7 @@ impl SessionStore {
     /// The live session with `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.lock()
+            .list
             .iter()
             .find(|e| e.session.id() == id)
             .map(|e| e.session.clone())
@@ -244,6 +255,7 @@ impl SessionStore {
     /// The owner key of a live session.
     pub fn owner_of(&self, id: &str) -> Option<ScopeKey> {
         self.lock()
+            .list
             .iter()
             .find(|e| e.session.id() == id)
             .and_then(|e| e.owner.clone())
@@ -251,7 +263,7 @@ impl SessionStore {
 
     /// Every live session, in creation order.
     pub fn list(&self) -> Vec<Arc<Session>> {
-        self.lock().iter().map(|e| e.session.clone()).collect()
+        self.lock().list.iter().map(|e| e.session.clone()).collect()
     }
 
     /// Releases a live session and emits `session/disposed` once. Returns false if `id` was
@@ -259,10 +271,13 @@ impl SessionStore {
     pub fn dispose(&self, id: &str) -> bool {
         let entry = {
             let mut list = self.lock();
-            let Some(i) = list.iter().position(|e| e.session.id() == id) else {
+            if !list.ids.remove(id) {
+                return false;
+            }
+            let Some(i) = list.list.iter().position(|e| e.session.id() == id) else {
                 return false;
             };
-            list.remove(i)
+            list.list.remove(i)
         };
         self.ctx
             .dispatch_to(entry.owner.as_ref())

@@ -1320,3 +1320,19 @@ fn plugin_provides_store_and_registry() {
         kernel.dispose().await;
     });
 }
+
+#[test]
+fn store_ids_are_free_again_after_dispose_and_auto_ids_skip_taken_ones() {
+    let (_kernel, st) = store();
+    st.create(Some("session-1".into()), CreateOptions::default())
+        .expect("taken");
+    let auto = st.create(None, CreateOptions::default()).expect("auto");
+    assert_eq!(auto.id(), "session-2");
+    assert!(st.dispose("session-1"));
+    assert!(!st.dispose("session-1"));
+    assert!(st.get("session-1").is_none());
+    st.create(Some("session-1".into()), CreateOptions::default())
+        .expect("free again");
+    let ids: Vec<String> = st.list().iter().map(|s| s.id().to_owned()).collect();
+    assert_eq!(ids, vec!["session-2".to_owned(), "session-1".to_owned()]);
+}
