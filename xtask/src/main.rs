@@ -95,11 +95,17 @@ fn ci(root: &Path) -> Result<()> {
     ) {
         failed.push("clippy");
     }
+    // The workspace test build produces the `dsh` binary (its own integration tests need it);
+    // the end-to-end tests in `tests/` drive that very binary.
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let dsh_bin = target_dir.join("debug").join("dsh");
     // Unit and integration tests, conformance excluded (run below only when the corpus exists).
     let tests_ok = if nextest {
         run(
             "tests (nextest)",
-            cargo().args([
+            cargo().env("DSH_E2E_BIN", &dsh_bin).args([
                 "nextest",
                 "run",
                 "--workspace",
@@ -111,7 +117,7 @@ fn ci(root: &Path) -> Result<()> {
     } else {
         run(
             "tests (cargo test)",
-            cargo().args([
+            cargo().env("DSH_E2E_BIN", &dsh_bin).args([
                 "test",
                 "--workspace",
                 "--no-fail-fast",
