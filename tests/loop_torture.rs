@@ -78,8 +78,13 @@ const FRAME_DELAY_MS: u64 = 2;
 fn dsh_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("DSH_E2E_BIN") {
-            return PathBuf::from(p);
+        // `cargo xtask ci` points this at the `dsh` binary its workspace test build produced
+        // (built with the workspace's unified features); a `cargo build -p dsh` here would
+        // resolve features differently and rebuild much of the dependency graph.
+        if let Some(p) = std::env::var_os("DSH_E2E_BIN").map(PathBuf::from)
+            && p.is_file()
+        {
+            return p;
         }
         let exe = std::env::current_exe().unwrap();
         let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
