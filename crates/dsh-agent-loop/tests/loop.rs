@@ -737,3 +737,71 @@ async fn header_relogs_when_the_tool_set_changes_and_only_then() {
     );
     assert_requests_reconstructable(&h.script, agent.session());
 }
+
+#[tokio::test]
+async fn maintenance_runs_from_idle_and_holds_waking_input_until_it_settles() {
+    let h = Harness::new(vec![text("after maintenance")]).await;
+    let agent = h.agent().await;
+    let (release, wait) = tokio::sync::oneshot::channel::<()>();
+    let a = agent.clone();
+    let task = tokio::spawn(async move {
+        a.run_maintenance(|_signal| async move {
+            let _ = wait.await;
+            42
+        })
+        .await
+    });
+    // Wait until the maintenance task owns the agent.
+    for _ in 0..200 {
+        if agent
+            .run_maintenance(|_| async {})
+            .await
+            .is_err_and(|e| e.code() == "AGENT_BUSY")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Waking input is queued but no turn starts while maintenance runs; status stays idle.
+    agent.followup(user("queued")).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(agent.status(), dsh_agent::StatusKind::Idle);
+    assert!(!kinds(agent.session()).contains(&"turn/start".to_owned()));
+    release.send(()).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), 42);
+    // The latched input runs once maintenance settled.
+    idle(&agent).await;
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![json!({"kind":"completed"})]
+    );
+}
+
+#[tokio::test]
+async fn disposing_an_agent_drains_its_running_turn() {
+    let h = Harness::new(vec![Resp::Hang(vec![StreamChunk::TextDelta {
+        index: 0,
+        text: "partial".into(),
+    }])])
+    .await;
+    let agent = h.agent().await;
+    agent.followup(user("long")).unwrap();
+    for _ in 0..400 {
+        if kinds(agent.session()).contains(&"assistant/chunk*1".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(h.registry.dispose(agent.id().as_str()).await);
+    // The turn was cancelled with cause `disposed` and closed before disposal returned.
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![json!({"kind":"aborted","reason":{"kind":"disposed"}})]
+    );
+    assert!(h.registry.get(agent.id().as_str()).is_none());
+    assert!(!agent.ctx().is_active());
+    assert_eq!(
+        agent.followup(user("late")).unwrap_err().code(),
+        "AGENT_DISPOSED"
+    );
+}
