@@ -168,7 +168,16 @@ impl App {
     /// [`UsageError`] without persistence or for an unknown id; load errors.
     pub async fn resume(&self, id: &str) -> Result<Agent> {
         if self.kernel.root().get::<PersistenceService>().is_none() {
-            return Err(UsageError("--resume needs persistence (drop --ephemeral)".into()).into());
+            return Err(UsageError(
+                "resuming a stored session needs persistence (drop --ephemeral)".into(),
+            )
+            .into());
+        }
+        if !self.stored_headers()?.iter().any(|h| h.id == id) {
+            return Err(UsageError(format!(
+                "no stored session `{id}` (see `dsh sessions list`)"
+            ))
+            .into());
         }
         self.agents
             .resume(ResumeAgentOptions {

@@ -63,6 +63,10 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let mut interrupted = false;
+    // SIGTERM (a supervisor stopping dsh) cancels the turn like Ctrl-C, so tool process groups
+    // are killed and the log closes the turn, instead of orphaning the running tool.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| anyhow::anyhow!("installing the SIGTERM handler: {e}"))?;
     loop {
         tokio::select! {
             () = agent.when_idle() => break,
@@ -73,6 +77,13 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 }
                 interrupted = true;
                 let _ = writeln!(std::io::stderr(), "\ninterrupted — cancelling the turn (Ctrl-C again to quit now)");
+                agent.cancel(dsh_agent::AgentCancelCause::User, false);
+            }
+            _ = term.recv() => {
+                if interrupted {
+                    break;
+                }
+                interrupted = true;
                 agent.cancel(dsh_agent::AgentCancelCause::User, false);
             }
         }
@@ -108,7 +119,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 .reason
                 .as_ref()
                 .map_or_else(|| json!("none"), |r| json!(r.kind()));
-            let line = json!({
+            let mut line = json!({
                 "type": "result",
                 "sessionId": agent.id().as_str(),
                 "reason": reason,
@@ -116,6 +127,9 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 "usage": summary.usage,
                 "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             });
+            if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
+                line["error"] = json!({"message": error.message, "code": error.code});
+            }
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();

@@ -106,6 +106,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
         agent.id()
     ));
     let mut running = false;
+    let mut turn_from_seq = 0u64;
     let mut pending_ask: Option<oneshot::Sender<bool>> = None;
     prompt();
     loop {
@@ -186,14 +187,27 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                                     }
                                     None => o.model = Some(arg.to_owned()),
                                 }
-                                agent.set_options(o);
-                                say(&format!("model set to {arg} (from the next request on)"));
+                                let provider = o.provider.clone().unwrap_or_default();
+                                let known = app
+                                    .kernel
+                                    .root()
+                                    .get::<dsh_llm::LlmService>()
+                                    .is_some_and(|l| l.has_provider(&provider));
+                                if known {
+                                    agent.set_options(o);
+                                    say(&format!("model set to {arg} (from the next request on)"));
+                                } else {
+                                    say(&format!("unknown provider `{provider}`; the model was not changed"));
+                                }
                             }
                         }
                         other => say(&format!("unknown command /{other}; {HELP}")),
                     }
                     if !running { prompt(); }
                     continue;
+                }
+                if !running {
+                    turn_from_seq = agent.session().seq();
                 }
                 if let Err(e) = agent.followup(Message::user_text(line)) {
                     say(&format!("error: {e}"));
@@ -213,7 +227,10 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
             () = agent.when_idle(), if running => {
                 running = false;
                 renderer.finish_line();
-                let _ = app.flush(&agent).await;
+                report_turns(&agent, turn_from_seq);
+                if let Err(e) = app.flush(&agent).await {
+                    say(&format!("error: {e:#}"));
+                }
                 prompt();
             }
             r = tokio::signal::ctrl_c() => {
@@ -232,6 +249,20 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
     say(&format!("session {} saved", agent.id()));
     app.shutdown().await;
     Ok(0)
+}
+
+/// Says how the turns since `from_seq` ended when it was not a plain completion.
+fn report_turns(agent: &Agent, from_seq: u64) {
+    let summary = render::summarize_run(&agent.session().events(), from_seq);
+    match &summary.reason {
+        Some(dsh_session::TurnEndReason::Error { error }) => {
+            say(&format!("error: {} ({})", error.message, error.code));
+        }
+        Some(dsh_session::TurnEndReason::MaxTokens) => say("stopped at the output-token limit"),
+        Some(dsh_session::TurnEndReason::Aborted { .. }) => say("(turn cancelled)"),
+        Some(dsh_session::TurnEndReason::Blocked) => say("(turn blocked by a policy)"),
+        _ => {}
+    }
 }
 
 struct Renderer {

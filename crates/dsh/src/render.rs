@@ -74,16 +74,33 @@ fn summarize(name: &str, args: &str) -> String {
 
 fn render_text(st: &mut State, event: &SessionEvent) {
     match &event.data {
-        EventData::AssistantChunk(c) => {
-            if let StreamChunk::TextDelta { text, .. } = &c.chunk
-                && !text.is_empty()
-            {
+        EventData::AssistantChunk(c) => match &c.chunk {
+            StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();
                 st.mid_line = !text.ends_with('\n');
             }
-        }
+            StreamChunk::Finish { reason, .. } => {
+                if let Some(failure) = reason.failure()
+                    && st.mid_line
+                {
+                    // A failed attempt after partial text: end that text so a retried answer
+                    // starts on a line of its own, and say on stderr that it was cut off.
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(b"\n");
+                    let _ = out.flush();
+                    st.mid_line = false;
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(
+                        err,
+                        "  ✗ the answer above was cut off: {} ({})",
+                        failure.message, failure.code
+                    );
+                }
+            }
+            _ => {}
+        },
         EventData::ToolCall(c) => {
             if st.mid_line {
                 let mut out = std::io::stdout().lock();

@@ -130,10 +130,29 @@ pub struct Overrides {
     pub ephemeral: bool,
 }
 
-/// `$DSH_HOME`, else `~/.dsh`.
+/// Makes a configured path absolute: `~/` expands to the home directory, and a relative path is
+/// taken from the current directory (session logs must not depend on where later runs start).
+///
+/// # Errors
+/// No home directory for `~`, or the current directory is unreadable.
+pub fn absolute(path: &Path) -> Result<PathBuf> {
+    if let Ok(rest) = path.strip_prefix("~") {
+        let home =
+            dirs::home_dir().ok_or_else(|| anyhow!("cannot expand `~`: no home directory"))?;
+        return Ok(home.join(rest));
+    }
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .context("reading the current directory")?
+        .join(path))
+}
+
+/// `$DSH_HOME` (made absolute), else `~/.dsh`.
 pub fn dsh_home() -> Result<PathBuf> {
     if let Some(h) = std::env::var_os("DSH_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(h));
+        return absolute(Path::new(&h));
     }
     let home =
         dirs::home_dir().ok_or_else(|| anyhow!("cannot find the home directory; set DSH_HOME"))?;
@@ -250,20 +269,38 @@ pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
             PERMISSION_MODES.join(", ")
         );
     }
+    let sessions_dir = match persistence.dir {
+        Some(d) => absolute(&d)?,
+        None => dsh_home.join("sessions"),
+    };
+    let provider = overrides
+        .provider
+        .clone()
+        .or(file.provider)
+        .unwrap_or_else(|| "deepseek".to_owned());
+    // A user-defined provider's first listed model is its default model.
+    let provider_default = file
+        .providers
+        .get(&provider)
+        .and_then(|p| p.models.first().cloned());
+    let model = overrides
+        .model
+        .clone()
+        .or(file.model)
+        .or(provider_default)
+        .unwrap_or_else(|| "deepseek-v4-flash".to_owned());
+    if model.trim().is_empty() {
+        bail!("the model id is empty");
+    }
+    if file.max_tokens == Some(0) {
+        bail!("settings: max_tokens must be a positive number of tokens");
+    }
     Ok(Config {
-        sessions_dir: persistence.dir.unwrap_or_else(|| dsh_home.join("sessions")),
+        sessions_dir,
         dsh_home,
         cwd: cwd.to_path_buf(),
-        provider: overrides
-            .provider
-            .clone()
-            .or(file.provider)
-            .unwrap_or_else(|| "deepseek".to_owned()),
-        model: overrides
-            .model
-            .clone()
-            .or(file.model)
-            .unwrap_or_else(|| "deepseek-v4-flash".to_owned()),
+        provider,
+        model,
         permission_mode,
         max_tokens: file.max_tokens,
         persona: file.persona,
@@ -404,6 +441,43 @@ mod tests {
         assert_eq!(
             toml::Value::Table(a).to_string(),
             "{ model = \"a\", persistence = { backend = \"sqlite\", dir = \"/x\" } }"
+        );
+    }
+
+    #[test]
+    fn configured_paths_become_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(absolute(Path::new("rel/dir")).unwrap(), cwd.join("rel/dir"));
+        assert_eq!(absolute(Path::new("/abs")).unwrap(), PathBuf::from("/abs"));
+        let home = dirs::home_dir().unwrap();
+        assert_eq!(absolute(Path::new("~/x")).unwrap(), home.join("x"));
+    }
+
+    #[test]
+    fn a_user_provider_defaults_to_its_first_model_and_bad_values_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = |pairs: &[&str], model: Option<&str>| Overrides {
+            pairs: pairs.iter().map(|p| (*p).to_owned()).collect(),
+            provider: Some("local".into()),
+            model: model.map(str::to_owned),
+            ..Overrides::default()
+        };
+        let pairs = [
+            "providers.local.base_url=\"http://127.0.0.1:9/v1\"",
+            "providers.local.models=[\"qwen\", \"other\"]",
+        ];
+        let c = load(dir.path(), &overrides(&pairs, None)).unwrap();
+        assert_eq!((c.provider.as_str(), c.model.as_str()), ("local", "qwen"));
+        let c = load(dir.path(), &overrides(&pairs, Some("other"))).unwrap();
+        assert_eq!(c.model, "other");
+        let err = load(dir.path(), &overrides(&pairs, Some(" "))).unwrap_err();
+        assert_eq!(err.to_string(), "the model id is empty");
+        let mut zero = pairs.to_vec();
+        zero.push("max_tokens=0");
+        let err = load(dir.path(), &overrides(&zero, None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "settings: max_tokens must be a positive number of tokens"
         );
     }
 }
