@@ -318,7 +318,23 @@ fn tidy(root: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
+/// The grep benchmark compares against ripgrep: install it when it is missing (Debian's
+/// package; needs root, as on the project's machines). Failure only skips that comparison.
+fn ensure_ripgrep() {
+    let have = Command::new("rg")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("==> installing ripgrep for the grep comparison (apt-get install -y ripgrep)");
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-q", "ripgrep"])
+            .status();
+    }
+}
+
 fn bench(root: &Path, extra: &[String]) -> Result<()> {
+    ensure_ripgrep();
     let mut cmd = cargo();
     cmd.args(["bench", "--workspace"]);
     cmd.args(extra);
