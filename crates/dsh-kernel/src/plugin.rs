@@ -202,7 +202,8 @@ impl Kernel {
                         .push((d.id, scope));
                 }
                 Err(e) => {
-                    tracing::error!(target: "dsh_kernel", plugin = d.id, error = %e, "plugin failed to apply");
+                    // Returned to the caller in `PluginFailed`, which decides how loud to be.
+                    tracing::warn!(target: "dsh_kernel", plugin = d.id, error = %e, "plugin failed to apply");
                     failures.push((d.id.to_owned(), e));
                 }
             }

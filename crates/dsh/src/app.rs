@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow};
 use dsh_agent::{Agent, AgentOptions, AgentRegistry, CreateAgentOptions, ResumeAgentOptions};
 use dsh_kernel::Kernel;
 use dsh_llm::LlmService;
@@ -79,7 +79,9 @@ impl App {
             .map_err(|e| anyhow!("{e}"))?
             .detach();
         if let Err(e) = kernel.boot().await {
-            bail!("plugins failed to start: {e}");
+            // Plugins fail to start on configuration they cannot use (a provider without a
+            // base_url, an invalid section): a configuration error, exit 2.
+            return Err(UsageError(format!("plugins failed to start: {e}")).into());
         }
         if config.persist && config.backend == "sqlite" {
             let backend = storage(&config)?;

@@ -488,9 +488,18 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
                     let _ = writeln!(out, "  {mark} {first}");
                 }
             }
-            EventData::TurnEnd(t) => {
-                let _ = writeln!(out, "── turn {} end: {}", t.turn, t.reason.kind());
-            }
+            EventData::TurnEnd(t) => match &t.reason {
+                dsh_session::TurnEndReason::Error { error } => {
+                    let _ = writeln!(
+                        out,
+                        "── turn {} end: error: {} ({})",
+                        t.turn, error.message, error.code
+                    );
+                }
+                reason => {
+                    let _ = writeln!(out, "── turn {} end: {}", t.turn, reason.kind());
+                }
+            },
             _ => {}
         }
     }
