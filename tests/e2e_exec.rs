@@ -9,19 +9,15 @@
 //! call or process); the stored session under `$DSH_HOME` and `--resume ID` sending the whole
 //! history; no API key value in any file under `$DSH_HOME`.
 //!
-//! Locating the binary: cargo does not build the binaries of other packages for an integration
-//! test (`CARGO_BIN_EXE_*` only covers the tests' own package; a bin-only package as a
-//! dev-dependency is ignored with a warning; artifact dependencies are nightly-only). So the first
-//! test of each test process runs `$CARGO build -p dsh --bin dsh` into the target directory
-//! this test executable lives in (`<target>/<profile>/deps/e2e_exec-*` → `<target>/<profile>/dsh`),
-//! once (`OnceLock`); it is a no-op when the binary is fresh. `DSH_E2E_BIN=/path/to/dsh` skips
-//! the build and uses that binary instead.
+//! Locating the binary: see `common/mod.rs` (`dsh_bin`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+use common::dsh_bin;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -44,42 +40,6 @@ const ANSWER: &str = "Fixed: add() now adds, and test_calc.sh passes.";
 // ---------------------------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------------------------
-
-/// Path of the `dsh` binary (built once per test process, see the module docs).
-fn dsh_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // `cargo xtask ci` points this at the `dsh` binary its workspace test build produced
-        // (built with the workspace's unified features); a `cargo build -p dsh` here would
-        // resolve features differently and rebuild much of the dependency graph.
-        if let Some(p) = std::env::var_os("DSH_E2E_BIN").map(PathBuf::from)
-            && p.is_file()
-        {
-            return p;
-        }
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap();
-        let profile = match profile_dir.file_name().and_then(|s| s.to_str()).unwrap() {
-            "debug" => "dev".to_owned(),
-            other => other.to_owned(),
-        };
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "dsh", "--bin", "dsh", "--profile"])
-            .arg(&profile)
-            .arg("--target-dir")
-            .arg(target_dir)
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .status()
-            .expect("running cargo build -p dsh");
-        assert!(status.success(), "cargo build -p dsh failed: {status}");
-        let bin = profile_dir.join("dsh");
-        assert!(bin.is_file(), "{} missing after the build", bin.display());
-        bin
-    })
-}
 
 /// The replay provider on its own runtime (the test thread stays synchronous).
 struct Replay {

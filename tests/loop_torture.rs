@@ -43,11 +43,14 @@
 //! this test's target directory once; `DSH_E2E_BIN=/path/to/dsh` skips the build).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod common;
+use common::dsh_bin;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use dsh_llm::{ContentBlock, Role};
@@ -73,42 +76,6 @@ const FRAME_DELAY_MS: u64 = 2;
 // ---------------------------------------------------------------------------------------------
 // Harness (binary location as in e2e_exec.rs)
 // ---------------------------------------------------------------------------------------------
-
-/// Path of the `dsh` binary (built once per test process, see the module docs).
-fn dsh_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // `cargo xtask ci` points this at the `dsh` binary its workspace test build produced
-        // (built with the workspace's unified features); a `cargo build -p dsh` here would
-        // resolve features differently and rebuild much of the dependency graph.
-        if let Some(p) = std::env::var_os("DSH_E2E_BIN").map(PathBuf::from)
-            && p.is_file()
-        {
-            return p;
-        }
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap();
-        let profile = match profile_dir.file_name().and_then(|s| s.to_str()).unwrap() {
-            "debug" => "dev".to_owned(),
-            other => other.to_owned(),
-        };
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "dsh", "--bin", "dsh", "--profile"])
-            .arg(&profile)
-            .arg("--target-dir")
-            .arg(target_dir)
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .status()
-            .expect("running cargo build -p dsh");
-        assert!(status.success(), "cargo build -p dsh failed: {status}");
-        let bin = profile_dir.join("dsh");
-        assert!(bin.is_file(), "{} missing after the build", bin.display());
-        bin
-    })
-}
 
 fn iterations() -> u64 {
     std::env::var("DSH_TORTURE_ITERATIONS")
