@@ -30,7 +30,7 @@ pub use driver::Runner;
 pub use prompt::{AgentInfo, PromptParts};
 
 /// Loop settings (settings section `dsh-agent-loop`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoopConfig {
     /// Rolling pool size for parallel-safe tool calls (`maxParallelToolCalls`, default 10).
@@ -238,4 +238,15 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-agent", "dsh-session", "dsh-llm", "dsh-tools", "dsh-system-prompt"], apply = apply }
+dsh_kernel::plugin! {
+    after = [
+        dsh_agent::PLUGIN,
+        dsh_session::PLUGIN,
+        dsh_llm::PLUGIN,
+        dsh_tools::PLUGIN,
+        dsh_system_prompt::PLUGIN,
+    ],
+    settings = LoopConfig,
+    aliases = ["agent"],
+    start = apply,
+}

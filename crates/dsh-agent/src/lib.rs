@@ -31,8 +31,12 @@ pub use registry::{
 
 use std::sync::Arc;
 
-fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
+fn register(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     ctx.provide(Arc::new(AgentRegistry::new()))?.detach();
+    Ok(())
+}
+
+fn start(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     if let Some(types) = ctx.get::<dsh_session::EventTypeRegistry>() {
         types.register(dsh_session::EventTypeDecl::new(
             INBOX_SPLICED,
@@ -43,4 +47,24 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-session"], apply = apply }
+/// Settings of the `dsh-agent` plugin: the defaults a host uses for new agents. They are also
+/// the top-level settings keys `provider`, `model` and `max_tokens`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentDefaults {
+    /// The provider route id new agents use (e.g. `deepseek`).
+    pub provider: Option<String>,
+    /// The model id new agents use (e.g. `deepseek-v4-flash`).
+    pub model: Option<String>,
+    /// The output-token limit per request (tokens, at least 1).
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
+}
+
+dsh_kernel::plugin! {
+    after = [dsh_session::PLUGIN],
+    settings = AgentDefaults,
+    top_level = ["provider", "model", "max_tokens"],
+    register = register,
+    start = start,
+}

@@ -137,7 +137,9 @@ impl From<ApprovalOutcome> for ApprovalAnswer {
 }
 
 /// `ask` (default) or `never`. JSON: `"ask" | "never"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalPolicy {
     /// Ask the answerers.
@@ -238,7 +240,7 @@ pub struct PolicyData {
 }
 
 /// The `dsh-approval` settings section. JSON: `{"policy": "ask" | "never"}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalConfig {
     /// The configured policy (used when the log holds no `approval/policy`).
@@ -356,12 +358,21 @@ impl ApprovalService {
 mod session_io;
 pub use session_io::declarations;
 
-fn apply(ctx: &Context) -> Result<(), BoxError> {
+fn register(ctx: &Context) -> Result<(), BoxError> {
     let config: ApprovalConfig = ctx.settings_section(PLUGIN_ID)?;
-    session_io::declare_types(ctx)?;
     ctx.provide(Arc::new(ApprovalService::new(ctx.clone(), config)))?
         .detach();
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-session"], apply = apply }
+fn start(ctx: &Context) -> Result<(), BoxError> {
+    session_io::declare_types(ctx)
+}
+
+dsh_kernel::plugin! {
+    after = [dsh_session::PLUGIN],
+    settings = ApprovalConfig,
+    aliases = ["approval"],
+    register = register,
+    start = start,
+}

@@ -80,6 +80,14 @@ pub enum KernelError {
         /// The listener's error.
         source: BoxError,
     },
+    /// A disabled plugin id is not in the booted set. Code `UNKNOWN_PLUGIN`.
+    #[error("unknown plugin `{id}` in plugins.disable (known: {})", .known.join(", "))]
+    UnknownPlugin {
+        /// The id as written.
+        id: String,
+        /// The ids of the set, sorted.
+        known: Vec<String>,
+    },
     /// A settings section could not be deserialized into the plugin's type.
     /// Code `INVALID_SETTINGS`.
     #[error("invalid settings for `{section}`: {message}")]
@@ -105,6 +113,7 @@ impl KernelError {
             Self::Parallel { .. } => "PARALLEL_FAILED",
             Self::Listener { .. } => "LISTENER_FAILED",
             Self::InvalidSettings { .. } => "INVALID_SETTINGS",
+            Self::UnknownPlugin { .. } => "UNKNOWN_PLUGIN",
         }
     }
 }

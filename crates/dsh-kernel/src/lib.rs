@@ -40,10 +40,13 @@ pub use event::{
     Dispatch, EmitEvent, ListenOptions, Next, ParallelEvent, SerialEvent, WaterfallEvent,
 };
 pub use key::ScopeKey;
-pub use plugin::{__private, BootReport, Kernel, PluginDescriptor, linked_plugins, plugin_order};
+pub use plugin::{
+    __private, BootReport, Kernel, Linked, Plugin, PluginHook, linked_plugins, plugin_order,
+    preset_ids, without,
+};
 pub use scope::{Context, Disposer, Registration};
 pub use service::{ServiceChange, ServiceProvided, ServiceRemoved};
-pub use settings::Settings;
+pub use settings::{Settings, SettingsCheckError, SettingsSpec};
 pub use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]

@@ -1,92 +1,223 @@
-//! Link-time plugins and boot.
+//! Plugins, presets and the two-phase boot.
 //!
-//! Every crate declares one static [`PluginDescriptor`] with [`crate::plugin!`]; the descriptors
-//! are collected at link time (through `inventory`, which plugin crates never name directly).
-//! [`Kernel::boot`] applies them in a deterministic order computed from their `after`/`before`
-//! keys (ties broken by id), never from link order. Each plugin runs in its own child scope of
-//! the root; a plugin whose `apply` fails has its scope disposed, the others stay applied, and
-//! boot reports every failure by id.
+//! Every crate exports one typed plugin static, `pub static PLUGIN: dsh_kernel::Plugin`, declared
+//! with [`crate::plugin!`]. Ordering keys refer to other crates' statics (`after =
+//! [dsh_tools::PLUGIN]`), so a misspelt key does not compile. A binary names its plugin set once
+//! with [`crate::preset!`]; [`Kernel::boot_preset`] boots exactly that set minus the ids a user
+//! disabled (`plugins.disable` in the settings), in an order computed from the keys (ties broken
+//! by id), never from link order.
 //!
-//! A crate that is only listed in `Cargo.toml` is not linked and its descriptor silently
-//! vanishes: every final link names its plugins with `use dsh_x as _;`, and a test pins the exact
-//! id set.
+//! Boot has two phases. Phase 1 (`register`) runs every plugin's register hook in order: a
+//! plugin provides its own services and declares its events there and looks up nothing of
+//! another plugin. Phase 2 (`start`) runs every surviving plugin's start hook in the same order:
+//! now every service of phase 1 exists, so a plugin looks up the seams it needs (a tool registry,
+//! a backend registry) and plugs into them. Each plugin runs in its own child scope of the root;
+//! a plugin whose hook fails has its scope disposed and is skipped in later phases, the others
+//! stay, and boot reports every failure by id.
+//!
+//! Each plugin is also submitted to a link-time registry (`inventory`, never named by plugin
+//! crates). The registry does not decide what boots — the preset does — but it lets a binary
+//! audit what its dependencies linked ([`linked_plugins`]) and lets a crate's own tests boot the
+//! linked set with [`Kernel::boot`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{BoxError, KernelError, Result};
 use crate::scope::Context;
+use crate::settings::SettingsSpec;
 
-/// The static description of one plugin.
+/// A plugin hook: registers services, listeners and effects through the plugin's scope.
+/// Configuration is read from the [`crate::Settings`] service.
+pub type PluginHook = fn(&Context) -> std::result::Result<(), BoxError>;
+
+/// The static description of one plugin; every plugin crate exports one as `PLUGIN`.
 #[derive(Debug)]
-pub struct PluginDescriptor {
+pub struct Plugin {
     /// The plugin id: the crate's package name (e.g. `"dsh-session"`).
     pub id: &'static str,
-    /// Ids this plugin must be applied after (ignored when not present in the set).
-    pub after: &'static [&'static str],
-    /// Ids this plugin must be applied before (ignored when not present in the set).
-    pub before: &'static [&'static str],
-    /// Registers the plugin's services, listeners and effects through the given scope.
-    /// Configuration is read from the [`crate::Settings`] service.
-    pub apply: fn(&Context) -> std::result::Result<(), BoxError>,
+    /// Plugins this one runs after in each phase (ignored when not in the booted set).
+    pub after: &'static [&'static Plugin],
+    /// Plugins this one runs before in each phase (ignored when not in the booted set).
+    pub before: &'static [&'static Plugin],
+    /// The plugin's typed settings: its section, user-facing aliases and JSON Schema.
+    pub settings: Option<SettingsSpec>,
+    /// Phase 1: provide this plugin's own services; look up nothing of another plugin.
+    pub register: Option<PluginHook>,
+    /// Phase 2: look up other plugins' services and plug into them.
+    pub start: Option<PluginHook>,
 }
 
-inventory::collect!(PluginDescriptor);
+impl Plugin {
+    /// The JSON Schema of this plugin's settings (`{}` when it has none).
+    pub fn settings_schema(&self) -> serde_json::Value {
+        self.settings
+            .as_ref()
+            .map_or_else(|| serde_json::json!({}), |s| (s.schema)())
+    }
+}
+
+impl PartialEq for Plugin {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Plugin {}
+
+/// A link-time registration of one [`Plugin`] (what [`crate::plugin!`] submits).
+#[derive(Debug)]
+pub struct Linked(pub &'static Plugin);
+
+inventory::collect!(Linked);
 
 #[doc(hidden)]
 pub mod __private {
     pub use inventory;
+    pub use schemars;
+
+    use crate::settings::SettingsCheckError;
+
+    /// The JSON Schema of `T`, as a JSON value.
+    pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+        serde_json::to_value(schema).unwrap_or_default()
+    }
+
+    /// Deserializes `value` into `T`, reporting the failing path.
+    pub fn check_as<T: serde::de::DeserializeOwned>(
+        value: &serde_json::Value,
+    ) -> Result<(), SettingsCheckError> {
+        serde_path_to_error::deserialize::<_, T>(value)
+            .map(|_| ())
+            .map_err(|e| SettingsCheckError {
+                path: e.path().to_string(),
+                message: e.inner().to_string(),
+            })
+    }
 }
 
-/// Declares the calling crate's plugin descriptor, collected at link time.
+/// Declares the calling crate's plugin as `pub static PLUGIN: dsh_kernel::Plugin` and submits it
+/// to the link-time registry.
 ///
-/// The id defaults to the package name (`CARGO_PKG_NAME`); `after`/`before` are optional.
+/// Every field is optional and, when present, comes in this order: `id` (default: the package
+/// name), `after` / `before` (other plugins' statics), `settings` (a type implementing
+/// `serde::Deserialize` and `schemars::JsonSchema`; by convention `#[serde(default,
+/// deny_unknown_fields)]` with snake_case keys), `aliases` (user-facing TOML sections routed to
+/// this plugin's section, e.g. `["persistence"]`), `top_level` (top-level settings keys this
+/// plugin also reads under the same name, e.g. `["permission_mode"]`), `register` (phase 1) and
+/// `start` (phase 2).
 ///
-/// ```ignore
-/// fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> { Ok(()) }
-/// dsh_kernel::plugin! { after = ["dsh-llm"], apply = apply }
+/// ```
+/// use dsh_kernel::{BoxError, Context};
+///
+/// #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+/// #[serde(default, deny_unknown_fields)]
+/// pub struct Config {
+///     /// How many widgets.
+///     pub widgets: u32,
+/// }
+///
+/// fn start(ctx: &Context) -> Result<(), BoxError> {
+///     let _config: Config = ctx.settings_section(PLUGIN.id)?;
+///     Ok(())
+/// }
+///
+/// dsh_kernel::plugin! {
+///     id = "demo-plugin",
+///     settings = Config,
+///     aliases = ["demo"],
+///     start = start,
+/// }
+///
+/// assert_eq!(PLUGIN.id, "demo-plugin");
+/// assert_eq!(PLUGIN.settings.as_ref().unwrap().aliases, ["demo"]);
 /// ```
 #[macro_export]
 macro_rules! plugin {
-    (@build $id:expr; $(after = [$($a:expr),* $(,)?],)? $(before = [$($b:expr),* $(,)?],)? apply = $f:expr $(,)?) => {
-        $crate::__private::inventory::submit! {
-            $crate::PluginDescriptor {
-                id: $id,
-                after: &[$($($a),*)?],
-                before: &[$($($b),*)?],
-                apply: $f,
-            }
-        }
+    (@parse
+        $(id = $id:expr,)?
+        $(after = [$($a:path),* $(,)?],)?
+        $(before = [$($b:path),* $(,)?],)?
+        $(settings = $settings:ty,)?
+        $(aliases = [$($alias:expr),* $(,)?],)?
+        $(top_level = [$($key:expr),* $(,)?],)?
+        $(register = $register:expr,)?
+        $(start = $start:expr,)?
+        $(,)?
+    ) => {
+        /// This crate's plugin: its id, ordering keys, settings and boot hooks.
+        pub static PLUGIN: $crate::Plugin = $crate::Plugin {
+            id: $crate::plugin!(@id $($id)?),
+            after: &[$($(&$a),*)?],
+            before: &[$($(&$b),*)?],
+            settings: $crate::plugin!(@settings [$($settings)?] [$($($alias),*)?] [$($($key),*)?]),
+            register: $crate::plugin!(@hook $($register)?),
+            start: $crate::plugin!(@hook $($start)?),
+        };
+        $crate::__private::inventory::submit! { $crate::Linked(&PLUGIN) }
     };
-    (id = $id:expr, $($rest:tt)*) => {
-        $crate::plugin!(@build $id; $($rest)*);
+    (@id) => { env!("CARGO_PKG_NAME") };
+    (@id $id:expr) => { $id };
+    (@hook) => { None };
+    (@hook $f:expr) => { Some($f) };
+    (@settings [] [$($alias:expr),*] [$($key:expr),*]) => { None };
+    (@settings [$t:ty] [$($alias:expr),*] [$($key:expr),*]) => {
+        Some($crate::SettingsSpec {
+            aliases: &[$($alias),*],
+            top_level: &[$($key),*],
+            schema: $crate::__private::schema_of::<$t>,
+            check: $crate::__private::check_as::<$t>,
+        })
     };
-    ($($rest:tt)*) => {
-        $crate::plugin!(@build env!("CARGO_PKG_NAME"); $($rest)*);
+    ($($field:tt)*) => {
+        $crate::plugin!(@parse $($field)* ,);
     };
 }
 
-/// Every plugin descriptor linked into this binary, sorted by id.
-pub fn linked_plugins() -> Vec<&'static PluginDescriptor> {
-    let mut v: Vec<_> = inventory::iter::<PluginDescriptor>.into_iter().collect();
+/// Names a plugin set once: `preset! { pub static DEFAULT = [a::PLUGIN, b::PLUGIN] }` defines
+/// `pub static DEFAULT: &[&Plugin]` (doc comments before `pub` are kept). Naming each static is also what makes the linker
+/// keep each crate, so a preset needs no `use crate as _;` lines. Pin the set in a test with
+/// [`preset_ids`].
+#[macro_export]
+macro_rules! preset {
+    ($(#[$meta:meta])* $vis:vis static $name:ident = [$($p:path),* $(,)?] $(;)?) => {
+        $(#[$meta])*
+        $vis static $name: &[&$crate::Plugin] = &[$(&$p),*];
+    };
+}
+
+/// The ids of a plugin set, sorted.
+pub fn preset_ids(set: &[&'static Plugin]) -> Vec<&'static str> {
+    let mut ids: Vec<_> = set.iter().map(|p| p.id).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Every plugin linked into this binary (whether or not a preset names it), sorted by id.
+pub fn linked_plugins() -> Vec<&'static Plugin> {
+    let mut v: Vec<_> = inventory::iter::<Linked>.into_iter().map(|l| l.0).collect();
     v.sort_by_key(|d| d.id);
+    v.dedup_by_key(|d| d.id);
     v
 }
 
-/// Orders descriptors by their keys: Kahn's algorithm, ready set ordered by id.
+/// Orders plugins by their keys: Kahn's algorithm, ready set ordered by id.
 ///
 /// # Errors
-/// [`KernelError::DuplicatePlugin`] for a repeated id, [`KernelError::PluginCycle`] when the keys
-/// cannot be satisfied.
-pub fn plugin_order<'a>(descs: &[&'a PluginDescriptor]) -> Result<Vec<&'a PluginDescriptor>> {
-    let mut by_id: BTreeMap<&str, &'a PluginDescriptor> = BTreeMap::new();
+/// [`KernelError::DuplicatePlugin`] for two different plugins with one id,
+/// [`KernelError::PluginCycle`] when the keys cannot be satisfied.
+pub fn plugin_order(descs: &[&'static Plugin]) -> Result<Vec<&'static Plugin>> {
+    let mut by_id: BTreeMap<&str, &'static Plugin> = BTreeMap::new();
     for d in descs {
-        if by_id.insert(d.id, d).is_some() {
+        if let Some(prev) = by_id.insert(d.id, d)
+            && !std::ptr::eq(prev, *d)
+        {
             return Err(KernelError::DuplicatePlugin {
                 id: d.id.to_owned(),
             });
         }
     }
-    // edges: from -> to (from applied first)
+    // edges: from -> to (from runs first)
     let mut succ: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut indeg: BTreeMap<&str, usize> = by_id.keys().map(|k| (*k, 0)).collect();
     let mut add_edge = |from: &'static str, to: &'static str| {
@@ -96,13 +227,13 @@ pub fn plugin_order<'a>(descs: &[&'a PluginDescriptor]) -> Result<Vec<&'a Plugin
     };
     for d in by_id.values() {
         for a in d.after {
-            if by_id.contains_key(a) {
-                add_edge(a, d.id);
+            if by_id.contains_key(a.id) {
+                add_edge(a.id, d.id);
             }
         }
         for b in d.before {
-            if by_id.contains_key(b) {
-                add_edge(d.id, b);
+            if by_id.contains_key(b.id) {
+                add_edge(d.id, b.id);
             }
         }
     }
@@ -140,10 +271,31 @@ pub fn plugin_order<'a>(descs: &[&'a PluginDescriptor]) -> Result<Vec<&'a Plugin
     Ok(out)
 }
 
-/// What [`Kernel::boot`] applied.
+/// The set a preset boots once `disabled` ids are left out.
+///
+/// # Errors
+/// [`KernelError::UnknownPlugin`] when a disabled id is not in the set (a typo would otherwise
+/// silently keep the plugin).
+pub fn without(set: &[&'static Plugin], disabled: &[String]) -> Result<Vec<&'static Plugin>> {
+    for id in disabled {
+        if !set.iter().any(|p| p.id == id) {
+            return Err(KernelError::UnknownPlugin {
+                id: id.clone(),
+                known: preset_ids(set).into_iter().map(str::to_owned).collect(),
+            });
+        }
+    }
+    Ok(set
+        .iter()
+        .filter(|p| !disabled.iter().any(|d| d == p.id))
+        .copied()
+        .collect())
+}
+
+/// What [`Kernel::boot_with`] started.
 #[derive(Debug, Default)]
 pub struct BootReport {
-    /// Ids applied successfully, in boot order.
+    /// Ids that passed both phases, in boot order.
     pub applied: Vec<&'static str>,
 }
 
@@ -161,7 +313,7 @@ impl Default for Kernel {
 }
 
 impl Kernel {
-    /// A kernel with an empty root scope. Nothing is applied until [`Kernel::boot`].
+    /// A kernel with an empty root scope. Nothing is applied until a boot.
     pub fn new() -> Self {
         Self {
             root: Context::new_root("root"),
@@ -174,7 +326,8 @@ impl Kernel {
         &self.root
     }
 
-    /// Applies every linked plugin ([`linked_plugins`]) in key order.
+    /// Boots every linked plugin ([`linked_plugins`]) — for a crate's own tests; binaries boot
+    /// a preset with [`Kernel::boot_preset`].
     ///
     /// # Errors
     /// As [`Kernel::boot_with`].
@@ -182,19 +335,44 @@ impl Kernel {
         self.boot_with(&linked_plugins()).await
     }
 
-    /// Applies `descs` in key order, each in its own child scope of the root.
+    /// Boots `set` minus the `disabled` ids.
     ///
     /// # Errors
-    /// [`KernelError::DuplicatePlugin`] / [`KernelError::PluginCycle`] before anything is
-    /// applied; [`KernelError::PluginFailed`] naming every plugin whose `apply` failed (those are
-    /// disposed; the rest stay applied).
-    pub async fn boot_with(&self, descs: &[&'static PluginDescriptor]) -> Result<BootReport> {
+    /// [`KernelError::UnknownPlugin`] for a disabled id outside the set, else as
+    /// [`Kernel::boot_with`].
+    pub async fn boot_preset(
+        &self,
+        set: &[&'static Plugin],
+        disabled: &[String],
+    ) -> Result<BootReport> {
+        self.boot_with(&without(set, disabled)?).await
+    }
+
+    /// Boots `descs` in key order, phase 1 (`register`) for all, then phase 2 (`start`) for the
+    /// survivors, each plugin in its own child scope of the root.
+    ///
+    /// # Errors
+    /// [`KernelError::DuplicatePlugin`] / [`KernelError::PluginCycle`] before anything runs;
+    /// [`KernelError::PluginFailed`] naming every plugin whose hook failed (those are disposed;
+    /// the rest stay started).
+    pub async fn boot_with(&self, descs: &[&'static Plugin]) -> Result<BootReport> {
         let order = plugin_order(descs)?;
-        let mut report = BootReport::default();
-        let mut failures = Vec::new();
+        let mut failures: Vec<(String, BoxError)> = Vec::new();
+        let mut live: Vec<(&'static Plugin, Context)> = Vec::with_capacity(order.len());
         for d in order {
-            match self.root.apply_plugin(d).await {
-                Ok(scope) => {
+            let scope = self.root.child(format!("plugin:{}", d.id))?;
+            match run_hook(d.register, &scope) {
+                Ok(()) => live.push((d, scope)),
+                Err(e) => {
+                    scope.dispose().await;
+                    failures.push((d.id.to_owned(), e));
+                }
+            }
+        }
+        let mut report = BootReport::default();
+        for (d, scope) in live {
+            match run_hook(d.start, &scope) {
+                Ok(()) => {
                     report.applied.push(d.id);
                     self.plugins
                         .lock()
@@ -202,8 +380,7 @@ impl Kernel {
                         .push((d.id, scope));
                 }
                 Err(e) => {
-                    // Returned to the caller in `PluginFailed`, which decides how loud to be.
-                    tracing::warn!(target: "dsh_kernel", plugin = d.id, error = %e, "plugin failed to apply");
+                    scope.dispose().await;
                     failures.push((d.id.to_owned(), e));
                 }
             }
@@ -211,11 +388,15 @@ impl Kernel {
         if failures.is_empty() {
             Ok(report)
         } else {
+            for (id, e) in &failures {
+                // Returned to the caller in `PluginFailed`, which decides how loud to be.
+                tracing::warn!(target: "dsh_kernel", plugin = %id, error = %e, "plugin failed to start");
+            }
             Err(KernelError::PluginFailed { failures })
         }
     }
 
-    /// The scope a booted plugin was applied in.
+    /// The scope a booted plugin runs in.
     pub fn plugin_scope(&self, id: &str) -> Option<Context> {
         self.plugins
             .lock()
@@ -225,7 +406,7 @@ impl Kernel {
             .map(|(_, c)| c.clone())
     }
 
-    /// Ids of the plugins applied so far, in boot order.
+    /// Ids of the plugins started so far, in boot order.
     pub fn applied(&self) -> Vec<&'static str> {
         self.plugins
             .lock()
@@ -241,19 +422,23 @@ impl Kernel {
     }
 }
 
+fn run_hook(hook: Option<PluginHook>, scope: &Context) -> std::result::Result<(), BoxError> {
+    match hook {
+        Some(f) => f(scope),
+        None => Ok(()),
+    }
+}
+
 impl Context {
-    /// Applies one plugin by hand in a fresh child scope labelled `plugin:<id>` and returns that
-    /// scope. On failure the scope is disposed and the plugin's error returned.
+    /// Runs both phases of one plugin by hand in a fresh child scope labelled `plugin:<id>` and
+    /// returns that scope. On failure the scope is disposed and the plugin's error returned.
     ///
     /// # Errors
     /// The plugin's own error, or [`KernelError::InactiveScope`] (boxed) if this scope is
     /// inactive.
-    pub async fn apply_plugin(
-        &self,
-        desc: &PluginDescriptor,
-    ) -> std::result::Result<Context, BoxError> {
+    pub async fn apply_plugin(&self, desc: &Plugin) -> std::result::Result<Context, BoxError> {
         let scope = self.child(format!("plugin:{}", desc.id))?;
-        match (desc.apply)(&scope) {
+        match run_hook(desc.register, &scope).and_then(|()| run_hook(desc.start, &scope)) {
             Ok(()) => Ok(scope),
             Err(e) => {
                 scope.dispose().await;

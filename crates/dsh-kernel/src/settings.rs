@@ -1,8 +1,11 @@
-//! The settings service: per-plugin configuration sections as JSON values.
+//! The settings service: per-plugin configuration sections as JSON values, run facts, and the
+//! settings declaration ([`SettingsSpec`]) a plugin attaches to its [`crate::Plugin`].
 //!
 //! The kernel does no I/O: a binary (or a test) builds [`Settings`] from whatever layers it
 //! reads (TOML files, flags) and provides it in the root scope. A plugin reads its own section
-//! in `apply` with [`Context::settings_section`], so `apply` takes no config argument.
+//! (keyed by its plugin id) in its hooks with [`Context::settings_section`], so hooks take no
+//! config argument. Run facts ([`Settings::fact`]) are values the host knows about the run
+//! rather than settings a user writes: `dsh_home`, `workspace`, `ephemeral`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,11 +15,56 @@ use serde::de::DeserializeOwned;
 use crate::error::{KernelError, Result};
 use crate::scope::Context;
 
-/// An immutable snapshot of configuration sections, keyed by section name (by convention the
-/// plugin id, e.g. `"dsh-llm-deepseek"`).
+/// A plugin's settings declaration (written by [`crate::plugin!`] from its `settings`,
+/// `aliases` and `top_level` fields).
+///
+/// The plugin's section is keyed by its plugin id; a host routes `[plugins.<id>]` tables, the
+/// alias sections and the top-level keys into it.
+#[derive(Debug, Clone, Copy)]
+pub struct SettingsSpec {
+    /// User-facing section names that are aliases of this plugin's section (e.g.
+    /// `"persistence"`). Several plugins may share an alias: each key of such a table goes to
+    /// the plugins whose schema declares it.
+    pub aliases: &'static [&'static str],
+    /// Top-level settings keys (e.g. `"permission_mode"`) this plugin also reads under the
+    /// same name in its section.
+    pub top_level: &'static [&'static str],
+    /// The JSON Schema of the settings type.
+    pub schema: fn() -> serde_json::Value,
+    /// Deserializes a section into the settings type, reporting the failing path.
+    pub check: fn(&serde_json::Value) -> std::result::Result<(), SettingsCheckError>,
+}
+
+impl SettingsSpec {
+    /// The top-level property names of the schema (the keys the section accepts), sorted.
+    pub fn keys(&self) -> Vec<String> {
+        let schema = (self.schema)();
+        let mut keys: Vec<String> = schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    }
+}
+
+/// Why a section does not deserialize into a plugin's settings type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SettingsCheckError {
+    /// The dotted path of the offending value inside the section (`.` for the section itself).
+    pub path: String,
+    /// serde's message, naming the unknown field or the expected type.
+    pub message: String,
+}
+
+/// An immutable snapshot of configuration sections, keyed by section name (the plugin id, e.g.
+/// `"dsh-llm-deepseek"`), plus run facts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
     sections: BTreeMap<String, serde_json::Value>,
+    facts: BTreeMap<String, serde_json::Value>,
 }
 
 impl Settings {
@@ -39,6 +87,30 @@ impl Settings {
     /// Every section name, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.sections.keys().map(String::as_str)
+    }
+
+    /// Adds or replaces one run fact (e.g. `dsh_home` = `"/home/u/.dsh"`).
+    pub fn with_fact(mut self, name: impl Into<String>, value: serde_json::Value) -> Self {
+        self.facts.insert(name.into(), value);
+        self
+    }
+
+    /// A run fact, if the host set it.
+    pub fn fact(&self, name: &str) -> Option<&serde_json::Value> {
+        self.facts.get(name)
+    }
+
+    /// A run fact that is a string (a path, usually).
+    pub fn fact_str(&self, name: &str) -> Option<&str> {
+        self.facts.get(name).and_then(serde_json::Value::as_str)
+    }
+
+    /// A run fact that is a boolean; `false` when unset.
+    pub fn fact_flag(&self, name: &str) -> bool {
+        self.facts
+            .get(name)
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
     }
 }
 

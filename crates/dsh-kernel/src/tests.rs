@@ -540,36 +540,143 @@ fn failing_apply(ctx: &Context) -> std::result::Result<(), BoxError> {
     Err("no config".into())
 }
 
-static A: PluginDescriptor = PluginDescriptor {
-    id: "a",
-    after: &["c"],
-    before: &[],
-    apply: ok_apply,
-};
-static B: PluginDescriptor = PluginDescriptor {
-    id: "b",
+const fn plugin(
+    id: &'static str,
+    after: &'static [&'static Plugin],
+    before: &'static [&'static Plugin],
+    start: PluginHook,
+) -> Plugin {
+    Plugin {
+        id,
+        after,
+        before,
+        settings: None,
+        register: None,
+        start: Some(start),
+    }
+}
+
+static A: Plugin = plugin("a", &[&C], &[], ok_apply);
+static B: Plugin = plugin("b", &[], &[&A, &NOT_BOOTED], failing_apply);
+static C: Plugin = plugin("c", &[], &[], ok_apply);
+static NOT_BOOTED: Plugin = plugin("missing", &[], &[], ok_apply);
+static CYC1: Plugin = plugin("x", &[&CYC2], &[], ok_apply);
+static CYC2: Plugin = plugin("y", &[&CYC1], &[], ok_apply);
+static OTHER_A: Plugin = plugin("a", &[], &[], ok_apply);
+
+fn phase_log(ctx: &Context, entry: &str) -> std::result::Result<(), BoxError> {
+    let log = ctx.require::<Mutex<Vec<String>>>()?;
+    log.lock().map_err(|_| "poisoned")?.push(entry.to_owned());
+    Ok(())
+}
+
+static P1: Plugin = Plugin {
+    id: "p1",
     after: &[],
-    before: &["a", "missing"],
-    apply: failing_apply,
-};
-static C: PluginDescriptor = PluginDescriptor {
-    id: "c",
-    after: &[],
     before: &[],
-    apply: ok_apply,
+    settings: None,
+    register: Some(|ctx| phase_log(ctx, "register p1")),
+    start: Some(|ctx| phase_log(ctx, "start p1")),
 };
-static CYC1: PluginDescriptor = PluginDescriptor {
-    id: "x",
-    after: &["y"],
+static P2: Plugin = Plugin {
+    id: "p2",
+    after: &[&P1],
     before: &[],
-    apply: ok_apply,
+    settings: None,
+    register: Some(|ctx| phase_log(ctx, "register p2")),
+    start: Some(|ctx| phase_log(ctx, "start p2")),
 };
-static CYC2: PluginDescriptor = PluginDescriptor {
-    id: "y",
-    after: &["x"],
+static P3: Plugin = Plugin {
+    id: "p3",
+    after: &[&P2],
     before: &[],
-    apply: ok_apply,
+    settings: None,
+    register: Some(|_| Err("register refused".into())),
+    start: Some(|ctx| phase_log(ctx, "start p3")),
 };
+
+crate::preset! {
+    /// A test preset.
+    static PHASES = [P1, P2, P3]
+}
+
+#[tokio::test]
+async fn boot_runs_every_register_before_any_start_and_skips_failed_plugins() {
+    let k = Kernel::new();
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    k.root().provide(log.clone()).unwrap().detach();
+    let err = k.boot_preset(PHASES, &[]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1 plugin(s) failed to apply: p3: register refused"
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec!["register p1", "register p2", "start p1", "start p2"]
+    );
+    assert_eq!(k.applied(), vec!["p1", "p2"]);
+}
+
+#[tokio::test]
+async fn a_preset_boots_without_its_disabled_plugins_and_refuses_unknown_ids() {
+    assert_eq!(crate::preset_ids(PHASES), vec!["p1", "p2", "p3"]);
+    let k = Kernel::new();
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    k.root().provide(log.clone()).unwrap().detach();
+    let report = k.boot_preset(PHASES, &["p3".to_owned()]).await.unwrap();
+    assert_eq!(report.applied, vec!["p1", "p2"]);
+    let err = Kernel::new()
+        .boot_preset(PHASES, &["p4".to_owned()])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "UNKNOWN_PLUGIN");
+    assert_eq!(
+        err.to_string(),
+        "unknown plugin `p4` in plugins.disable (known: p1, p2, p3)"
+    );
+}
+
+mod declared {
+    /// Settings of the declared test plugin.
+    #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+    #[serde(default, deny_unknown_fields)]
+    pub struct Cfg {
+        /// A window.
+        pub window_ms: u64,
+        /// A name.
+        pub name: Option<String>,
+    }
+
+    crate::plugin! {
+        id = "declared",
+        after = [super::C],
+        settings = Cfg,
+        aliases = ["declared_alias"],
+        top_level = ["name"],
+        start = super::ok_apply
+    }
+}
+
+#[test]
+fn the_plugin_macro_declares_a_typed_static_with_checked_settings() {
+    let p = &declared::PLUGIN;
+    assert_eq!(p.id, "declared");
+    assert_eq!(p.after[0].id, "c");
+    let spec = p.settings.unwrap();
+    assert_eq!(spec.aliases, ["declared_alias"]);
+    assert_eq!(spec.top_level, ["name"]);
+    assert_eq!(spec.keys(), vec!["name", "window_ms"]);
+    assert!((spec.check)(&serde_json::json!({"window_ms": 5})).is_ok());
+    let err = (spec.check)(&serde_json::json!({"window_ms": "x"})).unwrap_err();
+    assert_eq!(err.path, "window_ms");
+    assert_eq!(err.message, "invalid type: string \"x\", expected u64");
+    let err = (spec.check)(&serde_json::json!({"windw_ms": 1})).unwrap_err();
+    assert_eq!(
+        err.message,
+        "unknown field `windw_ms`, expected `window_ms` or `name`"
+    );
+    assert!(crate::linked_plugins().iter().any(|l| l.id == "declared"));
+}
 
 #[test]
 fn plugin_order_follows_keys_then_id() {
@@ -586,7 +693,12 @@ fn plugin_order_follows_keys_then_id() {
         "plugin ordering keys form a cycle through: x, y"
     );
     assert_eq!(
-        plugin_order(&[&A, &A]).unwrap_err().code(),
+        plugin_order(&[&A, &A]).unwrap().len(),
+        1,
+        "one static twice"
+    );
+    assert_eq!(
+        plugin_order(&[&A, &OTHER_A]).unwrap_err().code(),
         "DUPLICATE_PLUGIN"
     );
 }

@@ -34,7 +34,7 @@ pub use request::{
 };
 
 pub use service::{
-    AdapterHandle, AdapterRoutes, AdaptersUpdated, LlmService, LlmStream, PreparedCall,
+    AdapterHandle, AdapterRoutes, AdaptersUpdated, LlmService, LlmStream, PLUGIN, PreparedCall,
     ResolvedCallConfig, failure_finish,
 };
 

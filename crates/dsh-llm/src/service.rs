@@ -808,7 +808,7 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { apply = apply }
+dsh_kernel::plugin! { register = apply }
 
 /// A clonable handle on one adapter registration's routes: atomic replacement without the
 /// ownership of the registration itself (see [`AdapterHandle::routes_handle`]).

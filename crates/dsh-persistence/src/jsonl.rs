@@ -44,7 +44,7 @@ pub struct JsonlConfig {
 }
 
 /// Physical encoding of JSONL logs (`compression` setting).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     /// Plain `session.jsonl` (dsh's default).

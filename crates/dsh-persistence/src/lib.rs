@@ -160,28 +160,37 @@ pub fn install(
     Ok(service)
 }
 
-/// Settings section `dsh-persistence`.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// Settings section `dsh-persistence` (also `[persistence]`), snake_case.
+#[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct PersistenceSettings {
-    /// JSONL root; `None` ⇒ the plugin installs nothing.
-    pub root: Option<std::path::PathBuf>,
+    /// The sessions directory; default `<dsh_home>/sessions` (run fact `dsh_home`), else the
+    /// plugin installs nothing.
+    pub dir: Option<std::path::PathBuf>,
     /// Pack chunk runs (default true when absent).
     pub pack_chunks: Option<bool>,
     /// Batching window in ms (default 200).
-    pub write_batch_max_delay_ms: Option<u64>,
+    pub write_batch_ms: Option<u64>,
     /// `"none"` (default, plain `session.jsonl`) or `"zstd"` (`session.jsonl.zstd`).
     pub compression: Option<jsonl::Compression>,
-    /// `"jsonl"` (default) or `"none"` (another backend is installed by the host).
+    /// `"jsonl"` (default), `"sqlite"` or `"none"`.
     pub backend: Option<String>,
 }
 
 fn apply(ctx: &Context) -> std::result::Result<(), BoxError> {
     let settings: PersistenceSettings = ctx.settings_section("dsh-persistence")?;
-    let Some(root) = settings.root else {
+    let facts = ctx.settings();
+    if facts.fact_flag("ephemeral") {
+        return Ok(());
+    }
+    let Some(root) = settings.dir.clone().or_else(|| {
+        facts
+            .fact_str("dsh_home")
+            .map(|h| std::path::Path::new(h).join("sessions"))
+    }) else {
         return Ok(());
     };
-    if settings.backend.as_deref() == Some("none") {
+    if settings.backend.as_deref().is_some_and(|b| b != "jsonl") {
         return Ok(());
     }
     let config = JsonlConfig {
@@ -198,11 +207,16 @@ fn apply(ctx: &Context) -> std::result::Result<(), BoxError> {
     ));
     let delay = Duration::from_millis(
         settings
-            .write_batch_max_delay_ms
+            .write_batch_ms
             .unwrap_or(DEFAULT_WRITE_BATCH_MAX_DELAY_MS),
     );
     install(ctx, backend, delay)?;
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-session", "dsh-llm", "dsh-tools"], apply = apply }
+dsh_kernel::plugin! {
+    after = [dsh_session::PLUGIN, dsh_llm::PLUGIN, dsh_tools::PLUGIN],
+    settings = PersistenceSettings,
+    aliases = ["persistence"],
+    start = apply,
+}

@@ -66,7 +66,7 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-llm"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_llm::PLUGIN], register = apply }
 
 #[cfg(test)]
 mod tests;

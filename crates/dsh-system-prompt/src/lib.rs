@@ -45,4 +45,4 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { apply = apply }
+dsh_kernel::plugin! { settings = SystemPromptConfig, register = apply }

@@ -42,7 +42,7 @@ pub const TOOL_ORDER_REST: &str = "<unlisted-tools>";
 ///
 /// JSON: `{"include_harness_identity":true,"include_runtime_context":true,"persona":"",
 /// "tool_order":[…]?}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SystemPromptConfig {
     /// Register the `harness:identity` section (default true).

@@ -53,4 +53,4 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-approval"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_approval::PLUGIN], register = apply }

@@ -1,76 +1,35 @@
-//! A minimal custom harness: the kernel, session, llm, agent loop, the DeepSeek provider and the
-//! filesystem tools — nothing else. It runs one prompt against `DEEPSEEK_BASE_URL` (default the
-//! official API) with `DEEPSEEK_API_KEY`, prints the answer, and exits.
+//! A minimal custom harness: the dsh command line over a plugin set of its own — the kernel's
+//! core seams, the agent loop, the DeepSeek/OpenAI-compatible provider and the filesystem tools,
+//! and nothing else (no shell, no search, no todo list, no persistence).
 //!
 //! ```sh
-//! cargo run -p dsh --example custom_harness -- "list the files you can read"
+//! cargo run -p dsh --example custom_harness -- plugins
+//! DEEPSEEK_API_KEY=sk-... cargo run -p dsh --example custom_harness -- exec --ephemeral "list the files"
 //! ```
 //!
-//! Assembling a harness is a `main.rs` that names the plugin crates it links (`use x as _;`):
-//! a crate only listed in `Cargo.toml` is not linked and its registration silently vanishes.
+//! Assembling a harness is this file: one `preset!` naming the plugins (which also links their
+//! crates) and `dsh::main_with`. `crates/dsh/tests/custom_harness.rs` pins the set.
 
-#![allow(
-    clippy::print_stdout,
-    clippy::print_stderr,
-    reason = "an example binary prints"
-)]
+use std::process::ExitCode;
 
-use std::sync::Arc;
+dsh_kernel::preset! {
+    /// The plugins of this harness.
+    static CUSTOM = [
+        dsh_agent::PLUGIN,
+        dsh_agent_loop::PLUGIN,
+        dsh_approval::PLUGIN,
+        dsh_llm::PLUGIN,
+        dsh_llm_deepseek::PLUGIN,
+        dsh_session::PLUGIN,
+        dsh_system_prompt::PLUGIN,
+        dsh_tool_fs::PLUGIN,
+        dsh_tools::PLUGIN,
+    ]
+}
 
-use dsh_agent::{AgentOptions, AgentRegistry, CreateAgentOptions};
-use dsh_kernel::{Kernel, Settings};
-use dsh_llm::Message;
-
-// The plugin set of this harness.
-use dsh_agent as _;
-use dsh_agent_loop as _;
-use dsh_llm as _;
-use dsh_llm_deepseek as _;
-use dsh_session as _;
-use dsh_tool_fs as _;
-use dsh_tools as _;
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let prompt = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "Say hello.".to_owned());
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kernel = Kernel::new();
-    let base =
-        std::env::var("DEEPSEEK_BASE_URL").unwrap_or_else(|_| "https://api.deepseek.com".into());
-    kernel
-        .root()
-        .provide(Arc::new(Settings::new().with_section(
-            "dsh-llm-deepseek",
-            serde_json::json!({"official": {"base_url": base}}),
-        )))?
-        .detach();
-    kernel.boot().await?;
-    let ids: Vec<&str> = dsh_kernel::linked_plugins().iter().map(|d| d.id).collect();
-    eprintln!("plugins: {}", ids.join(", "));
-    let agents = kernel.root().require::<AgentRegistry>()?;
-    let agent = agents
-        .create(CreateAgentOptions {
-            options: AgentOptions {
-                provider: Some("deepseek".into()),
-                model: Some("deepseek-v4-flash".into()),
-                max_tokens: None,
-            },
-            cwd: Some(std::env::current_dir()?.display().to_string()),
-            ..CreateAgentOptions::default()
-        })
-        .await?;
-    agent.followup(Message::user_text(prompt))?;
-    agent.when_idle().await;
-    let answer = agent
-        .session()
-        .derive_messages()
-        .last()
-        .map(|m| m.text())
-        .unwrap_or_default();
-    println!("{answer}");
-    agents.dispose_all().await;
-    kernel.dispose().await;
-    Ok(())
+fn main() -> ExitCode {
+    dsh::main_with(&dsh::Harness {
+        plugins: CUSTOM,
+        defaults: "provider = \"deepseek\"\nmodel = \"deepseek-v4-flash\"\n",
+    })
 }

@@ -43,19 +43,19 @@ impl std::error::Error for UsageError {}
 /// Opening the SQLite database.
 pub fn storage(config: &Config) -> Result<Arc<dyn SessionPersistence>> {
     let registry = dsh_session::EventTypeRegistry::shared_default();
-    Ok(match config.backend.as_str() {
+    Ok(match config.backend().as_str() {
         "sqlite" => {
-            std::fs::create_dir_all(&config.sessions_dir)
-                .with_context(|| format!("creating {}", config.sessions_dir.display()))?;
+            std::fs::create_dir_all(config.sessions_dir())
+                .with_context(|| format!("creating {}", config.sessions_dir().display()))?;
             dsh_persistence_sqlite::open_persistence(dsh_persistence_sqlite::SqliteConfig {
-                path: dsh_persistence_sqlite::default_db_path(&config.sessions_dir),
+                path: dsh_persistence_sqlite::default_db_path(&config.sessions_dir()),
                 pack_chunks: true,
             })
             .map_err(|e| anyhow!("opening the SQLite session store: {e}"))?
         }
         _ => Arc::new(dsh_persistence::Persistence::with_registry(
             dsh_persistence::JsonlBackend::new(dsh_persistence::JsonlConfig {
-                root: config.sessions_dir.clone(),
+                root: config.sessions_dir().clone(),
                 ..dsh_persistence::JsonlConfig::default()
             }),
             registry,
@@ -64,7 +64,8 @@ pub fn storage(config: &Config) -> Result<Arc<dyn SessionPersistence>> {
 }
 
 impl App {
-    /// Boots every linked plugin with the settings of `config`.
+    /// Boots the plugin set of `config` (its harness's preset minus `plugins.disable`) with the
+    /// settings of `config`.
     ///
     /// # Errors
     /// A plugin that fails to apply (reported by id), a missing core service, or a storage
@@ -78,19 +79,28 @@ impl App {
             .provide(Arc::new(config.kernel_settings()))
             .map_err(|e| anyhow!("{e}"))?
             .detach();
-        if let Err(e) = kernel.boot().await {
+        if let Err(e) = kernel.boot_with(&config.plugins).await {
             // Plugins fail to start on configuration they cannot use (a provider without a
             // base_url, an invalid section): a configuration error, exit 2.
             return Err(UsageError(format!("plugins failed to start: {e}")).into());
         }
-        if config.persist && config.backend == "sqlite" {
+        if config.persist && config.backend() == "sqlite" {
             let backend = storage(&config)?;
             dsh_persistence::install(
                 kernel.root(),
                 backend,
-                Duration::from_millis(config.write_batch_ms),
+                Duration::from_millis(config.write_batch_ms()),
             )
             .map_err(|e| anyhow!("installing the SQLite session store: {e}"))?;
+        }
+        let mut config = config;
+        if config.model_is_default
+            && let Some(llm) = kernel.root().get::<LlmService>()
+            && let Ok(models) = llm.models(&config.provider)
+        {
+            // No layer chose a model: a route's first listed model beats the built-in default.
+            let ids: Vec<String> = models.into_iter().map(|m| m.id).collect();
+            config.model = config.model_for(&ids);
         }
         let agents = kernel
             .root()

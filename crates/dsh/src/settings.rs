@@ -1,87 +1,44 @@
-//! Settings: TOML layers — built-in defaults, `$DSH_HOME/settings.toml` (default `~/.dsh`), the
-//! project's `.dsh/settings.toml`, then `-c key=value` flags — and their translation into the
-//! kernel's per-plugin settings sections.
+//! Settings: TOML layers — the preset's built-in defaults, `$DSH_HOME/settings.toml` (default
+//! `~/.dsh`), the project's `.dsh/settings.toml`, `-c key=value` flags, then the command-line
+//! options — routed into the plugins' own sections and checked against each plugin's typed
+//! settings.
 //!
-//! Unknown keys are errors that name the key and the file. Credentials are only ever
+//! The binary owns no setting. Every key belongs to a plugin of the booted set, which declares
+//! it (see `dsh_kernel::SettingsSpec`): `[plugins.<plugin id>]` always addresses a plugin's
+//! section; a section alias (`[persistence]`, `[providers]`, `[agent]`, …) addresses the plugins
+//! that declare it (a key of a shared alias goes to the plugins whose schema has it); a top-level
+//! key (`model`, `permission_mode`, …) goes to the plugins that declare it. `plugins.disable =
+//! ["id", …]` leaves linked plugins out of the boot. Anything else is an error naming the file,
+//! the key and, for a bad value, the expected type. Credentials are only ever
 //! environment-variable references (`api_key_env`); no key is read from or written to settings.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use serde::Deserialize;
-use serde_json::json;
+use dsh_kernel::{Plugin, SettingsSpec};
+use serde_json::{Map, Value, json};
 
-/// The permission presets (upstream names).
-pub const PERMISSION_MODES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
-
-/// One settings file (every key optional). Unknown keys are refused.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileSettings {
-    /// Default provider route id (`deepseek`).
-    pub provider: Option<String>,
-    /// Default model id.
-    pub model: Option<String>,
-    /// `read-only` | `workspace-write` | `danger-full-access`.
-    pub permission_mode: Option<String>,
-    /// Output-token limit per request (tokens).
-    pub max_tokens: Option<u64>,
-    /// A persona replacing the built-in one.
-    pub persona: Option<String>,
-    /// `[persistence]`.
-    pub persistence: Option<PersistenceFile>,
-    /// `[providers.<id>]`: user-defined OpenAI-compatible providers.
-    #[serde(default)]
-    pub providers: BTreeMap<String, ProviderFile>,
-    /// `[agent]`.
-    pub agent: Option<AgentFile>,
-}
-
-/// `[persistence]`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PersistenceFile {
-    /// `jsonl` (default) or `sqlite`.
-    pub backend: Option<String>,
-    /// Directory for session logs (default `$DSH_HOME/sessions`).
-    pub dir: Option<PathBuf>,
-    /// Batching window in ms (default 200).
-    pub write_batch_ms: Option<u64>,
-}
-
-/// `[agent]`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentFile {
-    /// Rolling pool size for parallel-safe tool calls.
-    pub max_parallel_tool_calls: Option<usize>,
-}
-
-/// `[providers.<id>]`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderFile {
-    /// Base URL up to (not including) `/chat/completions`, e.g. `http://127.0.0.1:8080/v1`.
-    pub base_url: Option<String>,
-    /// Name of the environment variable holding the API key (omit for local servers).
-    pub api_key_env: Option<String>,
-    /// Model ids this provider serves.
-    #[serde(default)]
-    pub models: Vec<String>,
-    /// Human name.
-    pub display_name: Option<String>,
-    /// The server rejects `reasoning_content` on replayed assistant messages.
-    pub omit_reasoning_content: Option<bool>,
-}
-
-/// Where each layer came from, for error messages.
+/// Where each layer came from, for error messages and `dsh config`.
 #[derive(Debug, Clone)]
 pub struct Layer {
-    /// Human description (a path, or `-c flags`).
+    /// Human description: a path, `-c flags`, `command line` or `built-in defaults`.
     pub origin: String,
     /// The parsed table.
     pub table: toml::Table,
+}
+
+/// The settings of one run, resolved over every layer.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// Plugin id → the merged section (a JSON object).
+    pub sections: BTreeMap<String, Value>,
+    /// `"<plugin id> <dotted key>"` → the origin of the layer that set the value last.
+    pub origins: BTreeMap<String, String>,
+    /// Ids left out of the boot (`plugins.disable`), and the layer that said so.
+    pub disabled: Vec<String>,
+    /// The origin of `plugins.disable`, when set.
+    pub disabled_origin: Option<String>,
 }
 
 /// The effective configuration of one run.
@@ -91,28 +48,23 @@ pub struct Config {
     pub dsh_home: PathBuf,
     /// Workspace root (absolute).
     pub cwd: PathBuf,
-    /// Provider route id.
+    /// Provider route id (`dsh-agent` settings, top-level `provider`).
     pub provider: String,
-    /// Model id.
+    /// Model id, when a layer other than the built-in defaults set it; else the route's first
+    /// model or the built-in default is used (see [`Config::model_for`]).
     pub model: String,
-    /// Permission preset.
-    pub permission_mode: String,
+    /// Whether `model` came from the built-in defaults only.
+    pub model_is_default: bool,
     /// Output-token limit.
     pub max_tokens: Option<u64>,
-    /// Persona override.
-    pub persona: Option<String>,
-    /// `jsonl` or `sqlite`.
-    pub backend: String,
-    /// Session directory.
-    pub sessions_dir: PathBuf,
-    /// Batching window (ms).
-    pub write_batch_ms: u64,
-    /// Tool pool size.
-    pub max_parallel_tool_calls: Option<usize>,
-    /// User-defined providers.
-    pub providers: BTreeMap<String, ProviderFile>,
     /// Persist sessions (false with `--ephemeral`).
     pub persist: bool,
+    /// The plugin set to boot (the preset minus `plugins.disable`).
+    pub plugins: Vec<&'static Plugin>,
+    /// Every layer and the routed sections.
+    pub resolved: Resolved,
+    /// The layers in order, for `dsh config`.
+    pub layers: Vec<Layer>,
 }
 
 /// Command-line overrides applied after the files.
@@ -150,6 +102,9 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 /// `$DSH_HOME` (made absolute), else `~/.dsh`.
+///
+/// # Errors
+/// No home directory.
 pub fn dsh_home() -> Result<PathBuf> {
     if let Some(h) = std::env::var_os("DSH_HOME").filter(|v| !v.is_empty()) {
         return absolute(Path::new(&h));
@@ -165,26 +120,20 @@ fn read_layer(path: &Path) -> Result<Option<Layer>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    let table: toml::Table = text
-        .parse()
-        .with_context(|| format!("{}: invalid TOML", path.display()))?;
-    let layer = Layer {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        anyhow!("{}: invalid TOML: {}", path.display(), e.message())
+    })?;
+    Ok(Some(Layer {
         origin: path.display().to_string(),
         table,
-    };
-    check_layer(&layer)?;
-    Ok(Some(layer))
-}
-
-/// Refuses unknown keys, naming the key and where it came from.
-fn check_layer(layer: &Layer) -> Result<()> {
-    FileSettings::deserialize(toml::Value::Table(layer.table.clone()))
-        .map(|_| ())
-        .map_err(|e| anyhow!("{}: {}", layer.origin, e.message()))
+    }))
 }
 
 /// Parses `-c key=value` pairs into one layer (dotted keys; values parsed as TOML, else taken
 /// as strings).
+///
+/// # Errors
+/// A pair without `=`, an empty key segment, or a key below a non-table value.
 pub fn flag_layer(pairs: &[String]) -> Result<Layer> {
     let mut table = toml::Table::new();
     for pair in pairs {
@@ -214,32 +163,354 @@ pub fn flag_layer(pairs: &[String]) -> Result<Layer> {
             }
         }
     }
-    let layer = Layer {
+    Ok(Layer {
         origin: "-c flags".to_owned(),
         table,
-    };
-    check_layer(&layer)?;
-    Ok(layer)
+    })
 }
 
-fn merge(into: &mut toml::Table, from: toml::Table) {
-    for (k, v) in from {
-        match (into.get_mut(&k), v) {
-            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
-            (_, v) => {
-                into.insert(k, v);
+/// One piece of a layer routed to one plugin: the section-level object and the key prefix the
+/// user wrote it under (for messages).
+struct Fragment {
+    plugin: &'static Plugin,
+    prefix: String,
+    value: Value,
+}
+
+fn spec_of(p: &Plugin) -> Option<&SettingsSpec> {
+    p.settings.as_ref()
+}
+
+fn toml_to_json(v: &toml::Value) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn type_name(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+/// Routes one layer's keys to the plugins of `set`, and reads `plugins.disable`.
+fn route(
+    set: &[&'static Plugin],
+    layer: &Layer,
+    disabled: &mut Option<(Vec<String>, String)>,
+) -> Result<Vec<Fragment>> {
+    let origin = &layer.origin;
+    let mut out = Vec::new();
+    for (key, value) in &layer.table {
+        if key == "plugins" {
+            let toml::Value::Table(t) = value else {
+                bail!(
+                    "{origin}: plugins: expected a table, found {}",
+                    type_name(value)
+                );
+            };
+            for (id, v) in t {
+                if id == "disable" {
+                    let ids: Vec<String> = match v {
+                        toml::Value::Array(a) => a
+                            .iter()
+                            .map(|x| x.as_str().map(str::to_owned))
+                            .collect::<Option<_>>()
+                            .ok_or_else(|| {
+                                anyhow!(
+                                    "{origin}: plugins.disable: expected an array of plugin ids"
+                                )
+                            })?,
+                        other => bail!(
+                            "{origin}: plugins.disable: expected an array of plugin ids, found {}",
+                            type_name(other)
+                        ),
+                    };
+                    *disabled = Some((ids, origin.clone()));
+                    continue;
+                }
+                let Some(p) = set.iter().find(|p| p.id == id) else {
+                    bail!(
+                        "{origin}: plugins.{id}: unknown plugin (known: {})",
+                        dsh_kernel::preset_ids(set).join(", ")
+                    );
+                };
+                if spec_of(p).is_none() {
+                    bail!("{origin}: plugins.{id}: this plugin has no settings");
+                }
+                if !v.is_table() {
+                    bail!(
+                        "{origin}: plugins.{id}: expected a table, found {}",
+                        type_name(v)
+                    );
+                }
+                out.push(Fragment {
+                    plugin: p,
+                    prefix: format!("plugins.{id}"),
+                    value: toml_to_json(v),
+                });
             }
+            continue;
+        }
+        let alias_owners: Vec<&'static Plugin> = set
+            .iter()
+            .copied()
+            .filter(|p| spec_of(p).is_some_and(|s| s.aliases.contains(&key.as_str())))
+            .collect();
+        if !alias_owners.is_empty() {
+            let toml::Value::Table(t) = value else {
+                bail!(
+                    "{origin}: {key}: expected a table, found {}",
+                    type_name(value)
+                );
+            };
+            if let [only] = alias_owners.as_slice() {
+                out.push(Fragment {
+                    plugin: only,
+                    prefix: key.clone(),
+                    value: toml_to_json(value),
+                });
+                continue;
+            }
+            // A shared alias: each key goes to the plugins whose schema declares it.
+            let mut per: BTreeMap<&str, (&'static Plugin, Map<String, Value>)> = BTreeMap::new();
+            for (k, v) in t {
+                let owners: Vec<&'static Plugin> = alias_owners
+                    .iter()
+                    .copied()
+                    .filter(|p| spec_of(p).is_some_and(|s| s.keys().contains(k)))
+                    .collect();
+                if owners.is_empty() {
+                    let mut known: Vec<String> = alias_owners
+                        .iter()
+                        .filter_map(|p| spec_of(p))
+                        .flat_map(SettingsSpec::keys)
+                        .collect();
+                    known.sort();
+                    known.dedup();
+                    bail!(
+                        "{origin}: {key}.{k}: unknown key (expected one of {})",
+                        known.join(", ")
+                    );
+                }
+                for p in owners {
+                    per.entry(p.id)
+                        .or_insert_with(|| (p, Map::new()))
+                        .1
+                        .insert(k.clone(), toml_to_json(v));
+                }
+            }
+            for (_, (p, m)) in per {
+                out.push(Fragment {
+                    plugin: p,
+                    prefix: key.clone(),
+                    value: Value::Object(m),
+                });
+            }
+            continue;
+        }
+        let key_owners: Vec<&'static Plugin> = set
+            .iter()
+            .copied()
+            .filter(|p| spec_of(p).is_some_and(|s| s.top_level.contains(&key.as_str())))
+            .collect();
+        if key_owners.is_empty() {
+            bail!(
+                "{origin}: unknown key `{key}` (top-level keys: {}; sections: {}; or \
+                 [plugins.<id>])",
+                top_level_keys(set).join(", "),
+                alias_names(set).join(", ")
+            );
+        }
+        for p in key_owners {
+            let mut m = Map::new();
+            m.insert(key.clone(), toml_to_json(value));
+            out.push(Fragment {
+                plugin: p,
+                prefix: String::new(),
+                value: Value::Object(m),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The top-level keys the plugins of `set` declare, sorted.
+pub fn top_level_keys(set: &[&'static Plugin]) -> Vec<&'static str> {
+    let mut v: Vec<&str> = set
+        .iter()
+        .filter_map(|p| spec_of(p))
+        .flat_map(|s| s.top_level.iter().copied())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The section aliases the plugins of `set` declare, sorted.
+pub fn alias_names(set: &[&'static Plugin]) -> Vec<&'static str> {
+    let mut v: Vec<&str> = set
+        .iter()
+        .filter_map(|p| spec_of(p))
+        .flat_map(|s| s.aliases.iter().copied())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Checks one fragment against its plugin's settings type; the message names the origin, the
+/// key as the user wrote it and serde's reason (the unknown field or the expected type).
+fn check(origin: &str, f: &Fragment) -> Result<()> {
+    let Some(spec) = spec_of(f.plugin) else {
+        return Ok(());
+    };
+    let Err(e) = (spec.check)(&f.value) else {
+        return Ok(());
+    };
+    let mut key = f.prefix.clone();
+    let mut push = |seg: &str| {
+        if !key.is_empty() {
+            key.push('.');
+        }
+        key.push_str(seg);
+    };
+    let field = e
+        .message
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next());
+    if e.path != "." {
+        push(&e.path);
+    }
+    if let Some(field) = field
+        && !(e.path == field || e.path.ends_with(&format!(".{field}")))
+    {
+        push(field);
+    }
+    if key.is_empty() {
+        bail!("{origin}: {}", e.message);
+    }
+    bail!("{origin}: {key}: {}", e.message)
+}
+
+fn merge_json(into: &mut Value, from: &Value, path: &str, origin: &str, origins: &mut Origins) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                let slot = a.entry(k.clone()).or_insert(Value::Null);
+                if slot.is_object() && v.is_object() {
+                    merge_json(slot, v, &p, origin, origins);
+                } else {
+                    *slot = v.clone();
+                    record(v, &p, origin, origins);
+                }
+            }
+        }
+        (slot, v) => {
+            *slot = v.clone();
+            record(v, path, origin, origins);
         }
     }
 }
 
-/// Loads every layer for workspace `cwd` and resolves the effective configuration.
+type Origins = Vec<(String, String)>;
+
+fn record(v: &Value, path: &str, origin: &str, origins: &mut Origins) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, x) in m {
+                record(x, &format!("{path}.{k}"), origin, origins);
+            }
+        }
+        _ => origins.push((path.to_owned(), origin.to_owned())),
+    }
+}
+
+/// Routes and checks every layer for the plugin `set`, merging later over earlier.
 ///
 /// # Errors
-/// Unreadable or invalid files, unknown keys (naming key and file), a bad permission mode.
-pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
+/// The first unknown key, unknown plugin or ill-typed value, naming its layer.
+pub fn resolve(set: &[&'static Plugin], layers: &[Layer]) -> Result<Resolved> {
+    let mut sections: BTreeMap<String, Value> = BTreeMap::new();
+    let mut origins: BTreeMap<String, String> = BTreeMap::new();
+    let mut disabled = None;
+    for layer in layers {
+        for f in route(set, layer, &mut disabled)? {
+            check(&layer.origin, &f)?;
+            let section = sections
+                .entry(f.plugin.id.to_owned())
+                .or_insert_with(|| json!({}));
+            let mut rec = Vec::new();
+            merge_json(section, &f.value, "", &layer.origin, &mut rec);
+            for (path, origin) in rec {
+                origins.insert(format!("{} {path}", f.plugin.id), origin);
+            }
+        }
+    }
+    // The merged sections must hold as well (a later layer cannot make an earlier one invalid
+    // today, but a plugin's type may constrain combinations).
+    for (id, value) in &sections {
+        if let Some(p) = set.iter().find(|p| p.id == id) {
+            check(
+                "settings",
+                &Fragment {
+                    plugin: p,
+                    prefix: format!("plugins.{id}"),
+                    value: value.clone(),
+                },
+            )?;
+        }
+    }
+    let (disabled, disabled_origin) = match disabled {
+        Some((ids, origin)) => (ids, Some(origin)),
+        None => (Vec::new(), None),
+    };
+    Ok(Resolved {
+        sections,
+        origins,
+        disabled,
+        disabled_origin,
+    })
+}
+
+/// The string at `section.key`, if set.
+fn get_str(resolved: &Resolved, section: &str, key: &str) -> Option<String> {
+    resolved
+        .sections
+        .get(section)
+        .and_then(|s| s.get(key))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Loads every layer for workspace `cwd` and resolves the effective configuration for the plugin
+/// set `preset` whose built-in defaults are the TOML text `defaults`.
+///
+/// # Errors
+/// Unreadable or invalid files, unknown keys, ill-typed values (each naming key and file), an
+/// unknown id in `plugins.disable`.
+pub fn load(
+    preset: &[&'static Plugin],
+    defaults: &str,
+    cwd: &Path,
+    overrides: &Overrides,
+) -> Result<Config> {
     let dsh_home = dsh_home()?;
-    let mut layers = Vec::new();
+    let mut layers = vec![Layer {
+        origin: "built-in defaults".to_owned(),
+        table: defaults
+            .parse()
+            .map_err(|e: toml::de::Error| anyhow!("built-in defaults: {}", e.message()))?,
+    }];
     if let Some(l) = read_layer(&dsh_home.join("settings.toml"))? {
         layers.push(l);
     }
@@ -247,129 +518,110 @@ pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
         layers.push(l);
     }
     layers.push(flag_layer(&overrides.pairs)?);
-    let mut merged = toml::Table::new();
-    for l in layers {
-        merge(&mut merged, l.table);
+    let mut cli = toml::Table::new();
+    for (k, v) in [
+        ("provider", &overrides.provider),
+        ("model", &overrides.model),
+        ("permission_mode", &overrides.permission_mode),
+    ] {
+        if let Some(v) = v {
+            cli.insert(k.to_owned(), toml::Value::String(v.clone()));
+        }
     }
-    let file = FileSettings::deserialize(toml::Value::Table(merged))
-        .map_err(|e| anyhow!("settings: {}", e.message()))?;
-    let persistence = file.persistence.clone().unwrap_or_default();
-    let backend = persistence.backend.unwrap_or_else(|| "jsonl".to_owned());
-    if backend != "jsonl" && backend != "sqlite" {
-        bail!("settings: persistence.backend must be \"jsonl\" or \"sqlite\", not {backend:?}");
+    layers.push(Layer {
+        origin: "command line".to_owned(),
+        table: cli,
+    });
+    let resolved = resolve(preset, &layers)?;
+    let plugins = dsh_kernel::without(preset, &resolved.disabled).map_err(|e| {
+        anyhow!(
+            "{}: {e}",
+            resolved.disabled_origin.as_deref().unwrap_or("settings")
+        )
+    })?;
+    let agent = "dsh-agent";
+    let provider = get_str(&resolved, agent, "provider").unwrap_or_default();
+    let model = get_str(&resolved, agent, "model").unwrap_or_default();
+    let model_is_default = resolved
+        .origins
+        .get(&format!("{agent} model"))
+        .is_none_or(|o| o == "built-in defaults");
+    if provider.trim().is_empty() {
+        bail!("the provider id is empty: set `provider` in settings or pass --provider");
     }
-    let permission_mode = overrides
-        .permission_mode
-        .clone()
-        .or(file.permission_mode)
-        .unwrap_or_else(|| "workspace-write".to_owned());
-    if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
-        bail!(
-            "permission mode must be one of {}, not {permission_mode:?}",
-            PERMISSION_MODES.join(", ")
-        );
-    }
-    let sessions_dir = match persistence.dir {
-        Some(d) => absolute(&d)?,
-        None => dsh_home.join("sessions"),
-    };
-    let provider = overrides
-        .provider
-        .clone()
-        .or(file.provider)
-        .unwrap_or_else(|| "deepseek".to_owned());
-    // A user-defined provider's first listed model is its default model.
-    let provider_default = file
-        .providers
-        .get(&provider)
-        .and_then(|p| p.models.first().cloned());
-    let model = overrides
-        .model
-        .clone()
-        .or(file.model)
-        .or(provider_default)
-        .unwrap_or_else(|| "deepseek-v4-flash".to_owned());
-    if model.trim().is_empty() {
+    if !model_is_default && model.trim().is_empty() {
         bail!("the model id is empty");
     }
-    if file.max_tokens == Some(0) {
-        bail!("settings: max_tokens must be a positive number of tokens");
+    let max_tokens = resolved
+        .sections
+        .get(agent)
+        .and_then(|s| s.get("max_tokens"))
+        .and_then(Value::as_u64);
+    if max_tokens == Some(0) {
+        bail!("max_tokens must be a positive number of tokens");
     }
     Ok(Config {
-        sessions_dir,
         dsh_home,
         cwd: cwd.to_path_buf(),
         provider,
         model,
-        permission_mode,
-        max_tokens: file.max_tokens,
-        persona: file.persona,
-        backend,
-        write_batch_ms: persistence.write_batch_ms.unwrap_or(200),
-        max_parallel_tool_calls: file.agent.and_then(|a| a.max_parallel_tool_calls),
-        providers: file.providers,
+        model_is_default,
+        max_tokens,
         persist: !overrides.ephemeral,
+        plugins,
+        resolved,
+        layers,
     })
 }
 
 impl Config {
-    /// The kernel settings sections the plugins read.
+    /// The kernel settings the plugins read: every routed section under its plugin id, plus the
+    /// run facts `dsh_home`, `workspace`, `launch_dir` and `ephemeral`.
     pub fn kernel_settings(&self) -> dsh_kernel::Settings {
-        let official_base = std::env::var("DEEPSEEK_BASE_URL")
-            .ok()
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| "https://api.deepseek.com".to_owned());
-        let routes: Vec<serde_json::Value> = self
-            .providers
-            .iter()
-            .map(|(id, p)| {
-                let mut quirks = json!({});
-                if p.omit_reasoning_content == Some(true) {
-                    quirks["omit_reasoning_content"] = json!(true);
-                }
-                json!({
-                    "id": id,
-                    "display_name": p.display_name,
-                    "base_url": p.base_url.clone().unwrap_or_default(),
-                    "api_key_env": p.api_key_env,
-                    "models": p.models.iter().map(|m| json!({"id": m})).collect::<Vec<_>>(),
-                    "quirks": quirks,
-                })
-            })
-            .collect();
-        // `dsh_persistence::PersistenceSettings` reads camelCase keys and ignores unknown ones.
-        let mut persistence = json!({
-            "writeBatchMaxDelayMs": self.write_batch_ms,
-        });
-        if self.persist && self.backend == "jsonl" {
-            persistence["root"] = json!(self.sessions_dir);
-        } else {
-            persistence["backend"] = json!("none");
+        let mut s = dsh_kernel::Settings::new();
+        for (id, v) in &self.resolved.sections {
+            s = s.with_section(id.clone(), v.clone());
         }
-        let mut context = json!({"dsh_home": self.dsh_home});
-        if let Some(p) = &self.persona {
-            context["persona"] = json!(p);
+        let launch = std::env::current_dir().unwrap_or_else(|_| self.cwd.clone());
+        s.with_fact("dsh_home", json!(self.dsh_home))
+            .with_fact("workspace", json!(self.cwd))
+            .with_fact("launch_dir", json!(launch))
+            .with_fact("ephemeral", json!(!self.persist))
+    }
+
+    /// The persistence seam's `backend` (default `jsonl`).
+    pub fn backend(&self) -> String {
+        get_str(&self.resolved, "dsh-persistence", "backend").unwrap_or_else(|| "jsonl".into())
+    }
+
+    /// The sessions directory: the persistence seam's `dir` made absolute, else
+    /// `$DSH_HOME/sessions`.
+    pub fn sessions_dir(&self) -> PathBuf {
+        get_str(&self.resolved, "dsh-persistence", "dir")
+            .and_then(|d| absolute(Path::new(&d)).ok())
+            .unwrap_or_else(|| self.dsh_home.join("sessions"))
+    }
+
+    /// The persistence batching window (ms, default 200).
+    pub fn write_batch_ms(&self) -> u64 {
+        self.resolved
+            .sections
+            .get("dsh-persistence")
+            .and_then(|s| s.get("write_batch_ms"))
+            .and_then(Value::as_u64)
+            .unwrap_or(200)
+    }
+
+    /// The model for `route_models` (the booted route's model ids): the configured model when a
+    /// user layer set one, else the route's first listed model, else the built-in default.
+    pub fn model_for(&self, route_models: &[String]) -> String {
+        if self.model_is_default
+            && let Some(first) = route_models.first()
+            && !route_models.contains(&self.model)
+        {
+            return first.clone();
         }
-        let mut agent_loop = json!({});
-        if let Some(n) = self.max_parallel_tool_calls {
-            agent_loop["max_parallel_tool_calls"] = json!(n);
-        }
-        let full = self.permission_mode == "danger-full-access";
-        dsh_kernel::Settings::new()
-            .with_section(
-                "dsh-llm-deepseek",
-                json!({"official": {"base_url": official_base}, "routes": routes}),
-            )
-            .with_section("dsh-persistence", persistence)
-            .with_section("dsh-agent-loop", agent_loop)
-            .with_section("dsh-permissions", json!({"mode": self.permission_mode}))
-            // The permission preset is the policy for paths outside the workspace; the fs tools
-            // only lift their own containment when the preset allows everything.
-            .with_section(
-                "dsh-tool-fs",
-                json!({"allowOutsideWorkspace": full, "allowReadOutsideWorkspace": full}),
-            )
-            .with_section("dsh-context", context)
+        self.model.clone()
     }
 }
 
@@ -392,92 +644,11 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_name_key_and_origin() {
-        let err = flag_layer(&["modle=x".into()]).unwrap_err().to_string();
-        assert!(err.starts_with("-c flags: unknown field `modle`"), "{err}");
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("settings.toml");
-        std::fs::write(&p, "[persistence]\nbakend = \"jsonl\"\n").unwrap();
-        let err = read_layer(&p).unwrap_err().to_string();
-        assert!(
-            err.starts_with(&format!("{}: unknown field `bakend`", p.display())),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn the_persistence_section_carries_the_batch_window_and_root() {
-        let config = Config {
-            dsh_home: "/h".into(),
-            cwd: "/w".into(),
-            provider: "deepseek".into(),
-            model: "deepseek-v4-flash".into(),
-            permission_mode: "workspace-write".into(),
-            max_tokens: None,
-            persona: None,
-            backend: "jsonl".into(),
-            sessions_dir: "/h/sessions".into(),
-            write_batch_ms: 7,
-            max_parallel_tool_calls: None,
-            providers: BTreeMap::new(),
-            persist: true,
-        };
-        let settings = config.kernel_settings();
-        let section = settings.section("dsh-persistence").unwrap();
-        let parsed = dsh_persistence::PersistenceSettings::deserialize(section).unwrap();
-        assert_eq!(parsed.write_batch_max_delay_ms, Some(7));
-        assert_eq!(parsed.root, Some(PathBuf::from("/h/sessions")));
-        assert_eq!(parsed.backend, None);
-    }
-
-    #[test]
-    fn later_layers_override_earlier_ones() {
-        let mut a: toml::Table =
-            "model = \"a\"\n[persistence]\nbackend = \"jsonl\"\ndir = \"/x\"\n"
-                .parse()
-                .unwrap();
-        let b: toml::Table = "[persistence]\nbackend = \"sqlite\"\n".parse().unwrap();
-        merge(&mut a, b);
-        assert_eq!(
-            toml::Value::Table(a).to_string(),
-            "{ model = \"a\", persistence = { backend = \"sqlite\", dir = \"/x\" } }"
-        );
-    }
-
-    #[test]
     fn configured_paths_become_absolute() {
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(absolute(Path::new("rel/dir")).unwrap(), cwd.join("rel/dir"));
         assert_eq!(absolute(Path::new("/abs")).unwrap(), PathBuf::from("/abs"));
         let home = dirs::home_dir().unwrap();
         assert_eq!(absolute(Path::new("~/x")).unwrap(), home.join("x"));
-    }
-
-    #[test]
-    fn a_user_provider_defaults_to_its_first_model_and_bad_values_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let overrides = |pairs: &[&str], model: Option<&str>| Overrides {
-            pairs: pairs.iter().map(|p| (*p).to_owned()).collect(),
-            provider: Some("local".into()),
-            model: model.map(str::to_owned),
-            ..Overrides::default()
-        };
-        let pairs = [
-            "providers.local.base_url=\"http://127.0.0.1:9/v1\"",
-            "providers.local.models=[\"qwen\", \"other\"]",
-        ];
-        let c = load(dir.path(), &overrides(&pairs, None)).unwrap();
-        assert_eq!((c.provider.as_str(), c.model.as_str()), ("local", "qwen"));
-        let c = load(dir.path(), &overrides(&pairs, Some("other"))).unwrap();
-        assert_eq!(c.model, "other");
-        let err = load(dir.path(), &overrides(&pairs, Some(" "))).unwrap_err();
-        assert_eq!(err.to_string(), "the model id is empty");
-        let mut zero = pairs.to_vec();
-        zero.push("max_tokens=0");
-        let err = load(dir.path(), &overrides(&zero, None)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "settings: max_tokens must be a positive number of tokens"
-        );
     }
 }

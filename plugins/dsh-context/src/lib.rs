@@ -88,7 +88,7 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 /// The `dsh-context` settings section (snake_case; unknown fields rejected).
 ///
 /// JSON: `{"persona": "…"?, "dsh_home": "/path"?, "include_git": true, "include_date": true}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContextConfig {
     /// Replaces [`PERSONA`] (may use `{{variables}}`, e.g. `{{cwd}}`; `""` drops the section).
@@ -312,6 +312,12 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
 }
 
 dsh_kernel::plugin! {
-    after = ["dsh-system-prompt", "dsh-agent", "dsh-agent-loop"],
-    apply = apply
+    after = [
+        dsh_system_prompt::PLUGIN,
+        dsh_agent::PLUGIN,
+        dsh_agent_loop::PLUGIN,
+    ],
+    settings = ContextConfig,
+    top_level = ["persona"],
+    start = apply,
 }

@@ -190,9 +190,99 @@ impl Quirks {
     }
 }
 
+/// The plugin's settings section as a user writes it: the `[providers]` table, route id →
+/// [`ProviderSettings`]. The entry `deepseek` (or `deepseek-official`) tunes the built-in route;
+/// every other entry adds an OpenAI-compatible route.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct ProviderTable(pub BTreeMap<String, ProviderSettings>);
+
+/// One `[providers.<id>]` table (snake_case, every key optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// Base URL up to (not including) `/chat/completions`, e.g. `http://127.0.0.1:8080/v1`.
+    /// Required for a new route; for `deepseek` it replaces the official endpoint.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key (omit for local servers).
+    pub api_key_env: Option<String>,
+    /// Models this route serves: ids, or catalog entries with limits.
+    pub models: Vec<ModelSpec>,
+    /// Human name.
+    pub display_name: Option<String>,
+    /// The server rejects `reasoning_content` on replayed assistant messages.
+    pub omit_reasoning_content: Option<bool>,
+    /// Register the route at all (default true; `false` on `deepseek` drops the built-in route).
+    pub enabled: Option<bool>,
+}
+
+/// A model as listed under `[providers.<id>] models`: an id or a full catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ModelSpec {
+    /// Just the id.
+    Id(String),
+    /// An entry with limits.
+    Entry(ModelEntry),
+}
+
+impl ModelSpec {
+    fn entry(&self) -> ModelEntry {
+        match self {
+            Self::Id(id) => ModelEntry {
+                id: id.clone(),
+                context_window: None,
+                max_output_tokens: None,
+                default_max_tokens: None,
+                reasoning_efforts: Vec::new(),
+            },
+            Self::Entry(e) => e.clone(),
+        }
+    }
+}
+
+impl ProviderTable {
+    /// The adapter settings these tables describe. `base_url_env` is the value of
+    /// `DEEPSEEK_BASE_URL` (when set and not empty it replaces the official base URL unless the
+    /// `deepseek` table sets one).
+    pub fn to_settings(&self, base_url_env: Option<String>) -> DeepSeekSettings {
+        let mut settings = DeepSeekSettings::default();
+        if let Some(url) = base_url_env.filter(|u| !u.is_empty()) {
+            settings.official.base_url = url;
+        }
+        for (id, p) in &self.0 {
+            if id == DEEPSEEK_ROUTE || id == DEEPSEEK_OFFICIAL_ALIAS {
+                if let Some(url) = &p.base_url {
+                    settings.official.base_url.clone_from(url);
+                }
+                if let Some(env) = &p.api_key_env {
+                    settings.official.api_key_env.clone_from(env);
+                }
+                if let Some(enabled) = p.enabled {
+                    settings.official.enabled = enabled;
+                }
+                continue;
+            }
+            if p.enabled == Some(false) {
+                continue;
+            }
+            let mut route =
+                RouteConfig::openai_compatible(id, p.base_url.clone().unwrap_or_default());
+            route.display_name.clone_from(&p.display_name);
+            route.api_key_env.clone_from(&p.api_key_env);
+            route.models = p.models.iter().map(ModelSpec::entry).collect();
+            if p.omit_reasoning_content == Some(true) {
+                route.quirks.omit_reasoning_content = true;
+            }
+            settings.routes.push(route);
+        }
+        settings
+    }
+}
+
 /// One catalog model. JSON: `{"id","context_window"?,"max_output_tokens"?,
 /// "default_max_tokens"?,"reasoning_efforts"?}` (tokens).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
     /// Model id.

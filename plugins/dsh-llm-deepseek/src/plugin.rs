@@ -1,4 +1,5 @@
-//! Link-time registration: reads the `dsh-llm-deepseek` settings section, builds the adapter,
+//! The plugin: reads the `dsh-llm-deepseek` settings section (the user's `[providers]` table,
+//! [`ProviderTable`]) and `DEEPSEEK_BASE_URL`, builds the adapter,
 //! registers it with [`LlmService`] for every route id and alias (as an effect of the plugin's
 //! scope), and also provides the concrete `Arc<DeepSeekAdapter>` for callers that need it.
 //!
@@ -10,7 +11,7 @@ use dsh_kernel::Context;
 use dsh_llm::LlmService;
 
 use crate::adapter::DeepSeekAdapter;
-use crate::config::DeepSeekSettings;
+use crate::config::ProviderTable;
 
 /// This plugin's id and settings-section name.
 pub const PLUGIN_ID: &str = "dsh-llm-deepseek";
@@ -19,7 +20,8 @@ pub const PLUGIN_ID: &str = "dsh-llm-deepseek";
 /// a missing `LlmService` (the `dsh-llm` plugin is not linked), or a route id already served by
 /// another adapter (`DUPLICATE_ADAPTER`).
 fn apply(ctx: &Context) -> Result<(), dsh_kernel::BoxError> {
-    let settings: DeepSeekSettings = ctx.settings_section(PLUGIN_ID)?;
+    let table: ProviderTable = ctx.settings_section(PLUGIN_ID)?;
+    let settings = table.to_settings(std::env::var("DEEPSEEK_BASE_URL").ok());
     let adapter = Arc::new(DeepSeekAdapter::new(settings)?);
     let llm = ctx.require::<LlmService>()?;
     let _routes = llm
@@ -29,4 +31,9 @@ fn apply(ctx: &Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-llm"], apply = apply }
+dsh_kernel::plugin! {
+    after = [dsh_llm::PLUGIN],
+    settings = ProviderTable,
+    aliases = ["providers"],
+    start = apply,
+}

@@ -137,4 +137,8 @@ fn apply(ctx: &Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-session", "dsh-agent"], apply = apply }
+dsh_kernel::plugin! {
+    after = [dsh_session::PLUGIN, dsh_agent::PLUGIN],
+    settings = RetrySettings,
+    start = apply,
+}

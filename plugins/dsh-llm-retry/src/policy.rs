@@ -23,7 +23,7 @@ pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Policy mode in configuration.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ModeConfig {
     /// Bounded retry of transient codes (default).
@@ -34,7 +34,7 @@ pub enum ModeConfig {
 }
 
 /// Backoff configuration; every field defaults (500 ms, 10 000 ms, 0.1).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BackoffConfig {
     /// Initial local delay (ms), `0 < x ≤ 2^31−1`, `≤ max_delay_ms`.
@@ -50,7 +50,7 @@ pub struct BackoffConfig {
 ///
 /// JSON: `{"mode":"normal"|"always","max_retries":5,"retryable_codes":[…],
 /// "backoff":{"initial_delay_ms":500,"max_delay_ms":10000,"jitter_ratio":0.1}}`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetryPolicyConfig {
     /// The mode (default normal).
@@ -71,7 +71,7 @@ pub struct RetryPolicyConfig {
 ///
 /// Policy precedence for one failed request: the policy carried by the `agent/request-error`
 /// payload (adapter-owned, as upstream) ▸ `providers[<route>]` ▸ the top-level default.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetrySettings {
     /// Default policy mode.

@@ -56,7 +56,9 @@ pub const POLICY_CONTEXT_ORDER: f64 = 50.0;
 
 /// A permission preset. Serialized kebab-case: `read-only`, `workspace-write`,
 /// `danger-full-access`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PermissionMode {
     /// Only [`READ_ONLY_TOOLS`] run.
@@ -107,13 +109,15 @@ impl std::str::FromStr for PermissionMode {
     }
 }
 
-/// The `dsh-permissions` settings section: `{"mode": "read-only" | "workspace-write" |
-/// "danger-full-access"}` (default `workspace-write`; unknown fields are rejected).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+/// The `dsh-permissions` settings section: `{"permission_mode": "read-only" |
+/// "workspace-write" | "danger-full-access"}` (default `workspace-write`; unknown fields are
+/// rejected; `mode` is accepted as an alias). It is also the top-level key `permission_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PermissionsConfig {
     /// The preset in force for every agent.
-    pub mode: PermissionMode,
+    #[serde(alias = "mode")]
+    pub permission_mode: PermissionMode,
 }
 
 /// Payload of `permission/preset`: `{"preset":"<name>"}` (upstream
@@ -342,11 +346,18 @@ pub fn install(ctx: &Context, mode: PermissionMode) -> Result<Arc<PermissionPoli
 
 fn apply(ctx: &Context) -> Result<(), BoxError> {
     let config: PermissionsConfig = ctx.settings_section(PLUGIN_ID)?;
-    install(ctx, config.mode)?;
+    install(ctx, config.permission_mode)?;
     Ok(())
 }
 
 dsh_kernel::plugin! {
-    after = ["dsh-session", "dsh-agent", "dsh-tools", "dsh-system-prompt"],
-    apply = apply
+    after = [
+        dsh_session::PLUGIN,
+        dsh_agent::PLUGIN,
+        dsh_tools::PLUGIN,
+        dsh_system_prompt::PLUGIN,
+    ],
+    settings = PermissionsConfig,
+    top_level = ["permission_mode"],
+    start = apply,
 }

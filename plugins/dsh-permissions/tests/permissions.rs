@@ -341,11 +341,11 @@ fn workspace_root_given_through_a_symlink_still_contains_its_files() {
 
 #[test]
 fn settings_section_parses_and_defaults() {
-    assert_eq!(PermissionsConfig::default().mode, WorkspaceWrite);
+    assert_eq!(PermissionsConfig::default().permission_mode, WorkspaceWrite);
     let c: PermissionsConfig = serde_json::from_value(json!({"mode": "read-only"})).unwrap();
-    assert_eq!(c.mode, ReadOnly);
+    assert_eq!(c.permission_mode, ReadOnly);
     let c: PermissionsConfig = serde_json::from_value(json!({})).unwrap();
-    assert_eq!(c.mode, WorkspaceWrite);
+    assert_eq!(c.permission_mode, WorkspaceWrite);
     assert!(serde_json::from_value::<PermissionsConfig>(json!({"mode": "yolo"})).is_err());
     assert!(serde_json::from_value::<PermissionsConfig>(json!({"mod": "read-only"})).is_err());
     assert_eq!(

@@ -519,4 +519,4 @@ fn apply(_ctx: &dsh_kernel::Context) -> std::result::Result<(), dsh_kernel::BoxE
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-persistence"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_persistence::PLUGIN], start = apply }

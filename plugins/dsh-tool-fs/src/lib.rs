@@ -40,4 +40,9 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     tools::install(ctx, config)
 }
 
-dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }
+dsh_kernel::plugin! {
+    after = [dsh_tools::PLUGIN],
+    settings = FsToolsConfig,
+    top_level = ["permission_mode"],
+    start = apply,
+}

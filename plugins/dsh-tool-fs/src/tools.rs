@@ -16,9 +16,13 @@ use serde_json::json;
 
 /// Settings of the plugin (section `dsh-tool-fs`, camelCase keys). Defaults follow upstream:
 /// 2000 lines, 2000 chars per line, 50 KiB per read; service caps as [`FsConfig::default`].
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct FsToolsConfig {
+    /// The top-level `permission_mode`: `danger-full-access` lifts the workspace fence for
+    /// reads and writes (as `allowOutsideWorkspace`); other modes leave the fence as set.
+    #[serde(rename = "permission_mode")]
+    pub permission_mode: Option<String>,
     /// Fallback workspace root when the session header has no `cwd`.
     pub workspace: Option<PathBuf>,
     /// Default and maximum `limit` of one read (lines).
@@ -43,6 +47,7 @@ impl Default for FsToolsConfig {
     fn default() -> Self {
         let fs = FsConfig::default();
         Self {
+            permission_mode: None,
             workspace: None,
             read_limit: 2000,
             read_max_line_length: 2000,
@@ -199,14 +204,15 @@ fn invalid(tool: &str, message: impl Into<String>) -> ToolFailure {
 
 /// Provides the service (unless present) and the observation store, registers the tools.
 pub(crate) fn install(ctx: &Context, cfg: FsToolsConfig) -> Result<(), BoxError> {
+    let full_access = cfg.permission_mode.as_deref() == Some("danger-full-access");
     let fs = match ctx.get::<FsService>() {
         Some(fs) => fs,
         None => {
             let fs = Arc::new(FsService::new(FsConfig {
                 max_read_file_bytes: cfg.max_read_file_bytes,
                 max_edit_file_bytes: cfg.max_edit_file_bytes,
-                allow_outside_workspace: cfg.allow_outside_workspace,
-                allow_read_outside_workspace: cfg.allow_read_outside_workspace,
+                allow_outside_workspace: cfg.allow_outside_workspace || full_access,
+                allow_read_outside_workspace: cfg.allow_read_outside_workspace || full_access,
             }));
             ctx.provide(fs.clone())?.detach();
             fs

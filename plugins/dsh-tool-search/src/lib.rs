@@ -32,4 +32,4 @@ pub fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }

@@ -59,4 +59,4 @@ pub fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }

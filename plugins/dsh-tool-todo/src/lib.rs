@@ -287,4 +287,4 @@ fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-tools"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }

@@ -1,6 +1,5 @@
 //! A test plugin for the kernel's link-time discovery tests. It declares that it boots after
-//! `dsh-testplugin-beta` (which alphabetical order alone would put after it) and before a
-//! plugin that is linked nowhere (a key that must be ignored), records its boot in the test's
+//! `dsh-testplugin-beta` (which alphabetical order alone would put after it), records its boot in the test's
 //! `boot-log` service and provides [`AlphaMarker`].
 
 use std::sync::{Arc, Mutex};
@@ -19,4 +18,4 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = ["dsh-testplugin-beta"], before = ["not-linked-anywhere"], apply = apply }
+dsh_kernel::plugin! { after = [dsh_testplugin_beta::PLUGIN], start = apply }

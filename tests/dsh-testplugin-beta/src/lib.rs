@@ -18,4 +18,4 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Err("beta refuses to start: missing widget".into())
 }
 
-dsh_kernel::plugin! { apply = apply }
+dsh_kernel::plugin! { start = apply }

@@ -18,8 +18,8 @@ async fn boot_registers_routes_and_streams_through_the_service() {
     let kernel = Kernel::new();
     let settings = Settings::new().with_section(
         "dsh-llm-deepseek",
-        json!({"routes": [{"id": "replay", "base_url": server.base_url(),
-                           "models": [{"id": "replay-model", "context_window": 1000}]}]}),
+        json!({"replay": {"base_url": server.base_url(),
+                          "models": [{"id": "replay-model", "context_window": 1000}]}}),
     );
     kernel.root().provide(Arc::new(settings)).unwrap().detach();
     kernel.boot().await.unwrap();

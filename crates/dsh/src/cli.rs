@@ -1,0 +1,338 @@
+//! The command line: argument parsing, the subcommands, and exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use crate::{Harness, app, exec, interactive, render, sessions, settings};
+
+/// dsh — a fast, reliable, extensible coding-agent harness.
+#[derive(Parser, Debug)]
+#[command(name = "dsh", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct Global {
+    /// Workspace root (default: the current directory).
+    #[arg(short = 'C', long = "cwd", global = true, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Model id (default from settings, else deepseek-v4-flash).
+    #[arg(short = 'm', long, global = true)]
+    model: Option<String>,
+    /// Provider route id (default from settings, else deepseek).
+    #[arg(long, global = true)]
+    provider: Option<String>,
+    /// read-only | workspace-write | danger-full-access (default workspace-write).
+    #[arg(long = "permission-mode", global = true, value_name = "MODE")]
+    permission_mode: Option<String>,
+    /// Override a setting: `-c key=value` (TOML value; repeatable).
+    #[arg(short = 'c', long = "config", global = true, value_name = "KEY=VALUE")]
+    config: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one task headlessly on a fresh persisted session and print the answer.
+    Exec(ExecArgs),
+    /// Continue a stored session interactively.
+    Resume {
+        /// Session id.
+        id: Option<String>,
+        /// The newest session of this workspace.
+        #[arg(long)]
+        last: bool,
+    },
+    /// Manage stored sessions.
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
+    /// Print the version and the plugins this binary boots, with their settings.
+    Plugins {
+        /// One JSON array of `{id, enabled, after, aliases, topLevel, settingsSchema}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the resolved settings and the layer each value came from (needs no API key).
+    Config {
+        /// One JSON object: `{layers, plugins: {<id>: {<key>: {value, origin}}}, disabled}`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ExecArgs {
+    /// The task. `-` reads it from stdin.
+    prompt: String,
+    /// JSON Lines on stdout: every session event, then a terminal `result` line.
+    #[arg(long)]
+    json: bool,
+    /// Run the prompt as a new turn of a stored session.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_last")]
+    resume: Option<String>,
+    /// Run the prompt as a new turn of this workspace's newest session.
+    #[arg(long = "continue")]
+    continue_last: bool,
+    /// Do not persist the session.
+    #[arg(long)]
+    ephemeral: bool,
+}
+
+fn workspace(global: &Global) -> Result<PathBuf> {
+    let cwd = match &global.cwd {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    std::fs::canonicalize(&cwd).with_context(|| format!("workspace {}", cwd.display()))
+}
+
+fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings::Config> {
+    let cwd = workspace(global).map_err(|e| app::UsageError(format!("{e:#}")))?;
+    settings::load(
+        h.plugins,
+        h.defaults,
+        &cwd,
+        &settings::Overrides {
+            pairs: global.config.clone(),
+            provider: global.provider.clone(),
+            model: global.model.clone(),
+            permission_mode: global.permission_mode.clone(),
+            ephemeral,
+        },
+    )
+    .map_err(|e| app::UsageError(format!("{e:#}")).into())
+}
+
+fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Result<()> {
+    let mut all: Vec<&'static dsh_kernel::Plugin> = h.plugins.to_vec();
+    all.sort_by_key(|p| p.id);
+    let enabled = |p: &dsh_kernel::Plugin| config.plugins.iter().any(|q| q.id == p.id);
+    if as_json {
+        let list: Vec<serde_json::Value> = all
+            .iter()
+            .map(|p| {
+                let spec = p.settings.as_ref();
+                json!({
+                    "id": p.id,
+                    "enabled": enabled(p),
+                    "after": p.after.iter().map(|a| a.id).collect::<Vec<_>>(),
+                    "aliases": spec.map(|s| s.aliases.to_vec()).unwrap_or_default(),
+                    "topLevel": spec.map(|s| s.top_level.to_vec()).unwrap_or_default(),
+                    "settingsSchema": p.settings_schema(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    println!("dsh {}", env!("CARGO_PKG_VERSION"));
+    for p in all {
+        let mut line = format!("  {}", p.id);
+        if let Some(s) = &p.settings {
+            let mut names: Vec<String> = s.aliases.iter().map(|a| format!("[{a}]")).collect();
+            names.extend(s.top_level.iter().map(|k| (*k).to_owned()));
+            if !names.is_empty() {
+                line.push_str(&format!("  settings: {}", names.join(" ")));
+            }
+        }
+        if !enabled(p) {
+            line.push_str("  (disabled)");
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result<()> {
+    let resolved = &config.resolved;
+    let mut plugins = serde_json::Map::new();
+    let mut text = Vec::new();
+    text.push(format!("workspace: {}", config.cwd.display()));
+    text.push(format!("dsh_home: {}", config.dsh_home.display()));
+    text.push(format!(
+        "layers: {}",
+        config
+            .layers
+            .iter()
+            .map(|l| l.origin.as_str())
+            .collect::<Vec<_>>()
+            .join(" < ")
+    ));
+    let mut all: Vec<&'static dsh_kernel::Plugin> = h.plugins.to_vec();
+    all.sort_by_key(|p| p.id);
+    for p in all {
+        let Some(spec) = &p.settings else { continue };
+        let mut entries = serde_json::Map::new();
+        let prefix = format!("{} ", p.id);
+        for (key, origin) in resolved.origins.range(prefix.clone()..) {
+            let Some(path) = key.strip_prefix(&prefix) else {
+                break;
+            };
+            let mut value = resolved.sections.get(p.id);
+            for seg in path.split('.') {
+                value = value.and_then(|v| v.get(seg));
+            }
+            entries.insert(
+                path.to_owned(),
+                json!({"value": value.cloned().unwrap_or(serde_json::Value::Null), "origin": origin}),
+            );
+        }
+        let set: Vec<String> = entries.keys().cloned().collect();
+        let defaults: Vec<String> = spec
+            .keys()
+            .into_iter()
+            .filter(|k| {
+                !set.iter()
+                    .any(|s| s == k || s.starts_with(&format!("{k}.")))
+            })
+            .collect();
+        text.push(String::new());
+        let mut head = format!("[plugins.{}]", p.id);
+        if !spec.aliases.is_empty() {
+            head.push_str(&format!("  (also [{}])", spec.aliases.join("], [")));
+        }
+        if !config.plugins.iter().any(|q| q.id == p.id) {
+            head.push_str("  disabled");
+        }
+        text.push(head);
+        for (k, e) in &entries {
+            text.push(format!(
+                "  {k} = {}    # {}",
+                e["value"],
+                e["origin"].as_str().unwrap_or_default()
+            ));
+        }
+        if !defaults.is_empty() {
+            text.push(format!("  (defaults: {})", defaults.join(", ")));
+        }
+        plugins.insert(
+            p.id.to_owned(),
+            json!({"set": entries, "defaults": defaults}),
+        );
+    }
+    if as_json {
+        let out = json!({
+            "workspace": config.cwd,
+            "dshHome": config.dsh_home,
+            "layers": config.layers.iter().map(|l| l.origin.clone()).collect::<Vec<_>>(),
+            "disabled": resolved.disabled,
+            "plugins": plugins,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("{}", text.join("\n"));
+    }
+    Ok(())
+}
+
+async fn run(h: &Harness, cli: Cli) -> Result<i32> {
+    match cli.command {
+        Some(Command::Plugins { json }) => {
+            let config = load_config(h, &cli.global, false)?;
+            print_plugins(&config, h, json)?;
+            Ok(0)
+        }
+        Some(Command::Config { json }) => {
+            let config = load_config(h, &cli.global, false)?;
+            print_config(&config, h, json)?;
+            Ok(0)
+        }
+        Some(Command::Exec(args)) => {
+            let prompt = if args.prompt == "-" {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .context("reading the prompt from stdin")?;
+                s
+            } else {
+                args.prompt
+            };
+            if prompt.trim().is_empty() {
+                return Err(app::UsageError("the prompt is empty".into()).into());
+            }
+            let config = load_config(h, &cli.global, args.ephemeral)?;
+            let app = app::App::boot(config).await?;
+            exec::run(
+                app,
+                exec::ExecRequest {
+                    prompt,
+                    format: if args.json {
+                        render::Format::Json
+                    } else {
+                        render::Format::Text
+                    },
+                    resume: args.resume,
+                    continue_last: args.continue_last,
+                },
+            )
+            .await
+        }
+        Some(Command::Sessions(cmd)) => {
+            let config = load_config(h, &cli.global, false)?;
+            sessions::run(config, cmd).await
+        }
+        Some(Command::Resume { id, last }) => {
+            let config = load_config(h, &cli.global, false)?;
+            let app = app::App::boot(config).await?;
+            let id = match (id, last) {
+                (Some(id), _) => Some(id),
+                (None, true) => Some(app.last_session_id()?),
+                (None, false) => {
+                    return Err(app::UsageError("dsh resume needs an ID or --last".into()).into());
+                }
+            };
+            interactive::run(app, id).await
+        }
+        None => {
+            let config = load_config(h, &cli.global, false)?;
+            let app = app::App::boot(config).await?;
+            interactive::run(app, None).await
+        }
+    }
+}
+
+/// Runs the dsh command line for harness `h`: parses the arguments, boots `h`'s plugins with the
+/// resolved settings, runs the subcommand and returns its exit code (0 completed, 1 turn error,
+/// 2 usage or settings error, 3 output-token limit, 4 blocked by a pre-step policy, 130
+/// cancelled).
+pub fn main_with(h: &Harness) -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
+                // Failures reach the user as one `error:` line; `DSH_LOG=warn` shows more.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(run(h, cli));
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            let usage = e.downcast_ref::<app::UsageError>().is_some();
+            eprintln!("error: {e:#}");
+            if usage { 2 } else { 1 }
+        }
+    };
+    // Do not wait for background tasks (a hung provider connection) on the way out.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}

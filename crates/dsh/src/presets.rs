@@ -1,0 +1,76 @@
+//! The default plugin set of the `dsh` binary, named once. Naming each plugin static here is
+//! also what links its crate; the test below pins the exact id set.
+//!
+//! Adding a capability to the default binary (a tool family, a provider, a persistence backend)
+//! is one line in [`DEFAULT`] plus the crate in `Cargo.toml`.
+
+use crate::Harness;
+
+dsh_kernel::preset! {
+    /// Every plugin the default `dsh` binary boots (before `plugins.disable`).
+    pub static DEFAULT = [
+        dsh_agent::PLUGIN,
+        dsh_agent_loop::PLUGIN,
+        dsh_approval::PLUGIN,
+        dsh_context::PLUGIN,
+        dsh_llm::PLUGIN,
+        dsh_llm_deepseek::PLUGIN,
+        dsh_llm_retry::PLUGIN,
+        dsh_permissions::PLUGIN,
+        dsh_persistence::PLUGIN,
+        dsh_persistence_sqlite::PLUGIN,
+        dsh_session::PLUGIN,
+        dsh_spill::PLUGIN,
+        dsh_system_prompt::PLUGIN,
+        dsh_tool_fs::PLUGIN,
+        dsh_tool_search::PLUGIN,
+        dsh_tool_shell::PLUGIN,
+        dsh_tool_todo::PLUGIN,
+        dsh_tools::PLUGIN,
+    ]
+}
+
+/// The built-in settings of the default binary: the DeepSeek route and its fast model.
+pub const DEFAULT_SETTINGS: &str = "provider = \"deepseek\"\nmodel = \"deepseek-v4-flash\"\n";
+
+/// The default binary: [`DEFAULT`] with [`DEFAULT_SETTINGS`].
+pub static DEFAULT_HARNESS: Harness = Harness {
+    plugins: DEFAULT,
+    defaults: DEFAULT_SETTINGS,
+};
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_preset_is_exactly_this_set() {
+        assert_eq!(
+            dsh_kernel::preset_ids(super::DEFAULT),
+            [
+                "dsh-agent",
+                "dsh-agent-loop",
+                "dsh-approval",
+                "dsh-context",
+                "dsh-llm",
+                "dsh-llm-deepseek",
+                "dsh-llm-retry",
+                "dsh-permissions",
+                "dsh-persistence",
+                "dsh-persistence-sqlite",
+                "dsh-session",
+                "dsh-spill",
+                "dsh-system-prompt",
+                "dsh-tool-fs",
+                "dsh-tool-search",
+                "dsh-tool-shell",
+                "dsh-tool-todo",
+                "dsh-tools",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_default_binary_links_no_plugin_outside_its_preset() {
+        let linked: Vec<&str> = dsh_kernel::linked_plugins().iter().map(|d| d.id).collect();
+        assert_eq!(linked, dsh_kernel::preset_ids(super::DEFAULT));
+    }
+}

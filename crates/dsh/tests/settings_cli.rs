@@ -1,0 +1,242 @@
+//! Settings through the built binary: every plugin's settings can be set from a settings file
+//! and from `-c`, `dsh config --json` says which layer each value came from, and a wrong key or
+//! a wrong type is an exit-2 error naming the file, the key and the expected type.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dsh");
+
+/// One settable key per plugin that declares settings: (plugin id, TOML key as the file writes
+/// it, the key inside the plugin's section, a file value, a `-c` value).
+const KEYS: &[(&str, &str, &str, &str, &str)] = &[
+    ("dsh-agent", "max_tokens", "max_tokens", "1000", "2000"),
+    (
+        "dsh-agent-loop",
+        "agent.max_parallel_tool_calls",
+        "max_parallel_tool_calls",
+        "3",
+        "4",
+    ),
+    (
+        "dsh-approval",
+        "approval.policy",
+        "policy",
+        "\"never\"",
+        "\"ask\"",
+    ),
+    ("dsh-context", "persona", "persona", "\"file\"", "\"flag\""),
+    (
+        "dsh-llm-deepseek",
+        "providers.local.base_url",
+        "local.base_url",
+        "\"http://127.0.0.1:9/v1\"",
+        "\"http://127.0.0.1:8/v1\"",
+    ),
+    (
+        "dsh-llm-retry",
+        "plugins.dsh-llm-retry.max_retries",
+        "max_retries",
+        "1",
+        "2",
+    ),
+    (
+        "dsh-permissions",
+        "permission_mode",
+        "permission_mode",
+        "\"read-only\"",
+        "\"danger-full-access\"",
+    ),
+    (
+        "dsh-persistence",
+        "persistence.write_batch_ms",
+        "write_batch_ms",
+        "5",
+        "6",
+    ),
+    (
+        "dsh-system-prompt",
+        "plugins.dsh-system-prompt.include_harness_identity",
+        "include_harness_identity",
+        "false",
+        "true",
+    ),
+    (
+        "dsh-tool-fs",
+        "plugins.dsh-tool-fs.readLimit",
+        "readLimit",
+        "100",
+        "200",
+    ),
+];
+
+fn dsh(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("DSH_HOME", dir.join("home"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write_project_settings(dir: &Path, text: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join(".dsh")).unwrap();
+    let p = dir.join(".dsh").join("settings.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `a.b.c = v` as a TOML document (dotted keys are valid TOML).
+fn toml_line(key: &str, value: &str) -> String {
+    format!("{key} = {value}\n")
+}
+
+fn config(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["config", "--json"];
+    args.extend_from_slice(extra);
+    let out = dsh(dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_plugin_with_settings_is_covered_by_this_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dsh(dir.path(), &["plugins", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut with_settings: Vec<&str> = list
+        .iter()
+        .filter(|p| p["settingsSchema"] != json!({}))
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    with_settings.sort_unstable();
+    let mut covered: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
+    covered.sort_unstable();
+    assert_eq!(with_settings, covered);
+}
+
+#[test]
+fn every_plugin_setting_is_set_from_a_file_and_from_a_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = KEYS.iter().map(|k| toml_line(k.1, k.3)).collect();
+    let file = write_project_settings(dir.path(), &text);
+    let file = file.display().to_string();
+    let from_file = config(dir.path(), &[]);
+    let flags: Vec<String> = KEYS.iter().map(|k| format!("{}={}", k.1, k.4)).collect();
+    let mut args: Vec<&str> = Vec::new();
+    for f in &flags {
+        args.push("-c");
+        args.push(f);
+    }
+    let from_flags = config(dir.path(), &args);
+    for (id, _, key, file_value, flag_value) in KEYS {
+        let parse = |v: &str| -> Value {
+            let t: toml::Table = format!("v = {v}").parse().unwrap();
+            serde_json::to_value(&t["v"]).unwrap()
+        };
+        let entry = &from_file["plugins"][id]["set"][key];
+        assert_eq!(
+            entry,
+            &json!({"value": parse(file_value), "origin": file}),
+            "{id} {key}"
+        );
+        let entry = &from_flags["plugins"][id]["set"][key];
+        assert_eq!(
+            entry,
+            &json!({"value": parse(flag_value), "origin": "-c flags"}),
+            "{id} {key}"
+        );
+    }
+}
+
+#[test]
+fn a_wrong_key_names_the_file_the_key_and_the_known_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_project_settings(dir.path(), "[approval]\npolcy = \"never\"\n");
+    for cmd in [&["config"][..], &["sessions", "list"], &["plugins"]] {
+        let out = dsh(dir.path(), cmd);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "error: {}: approval.polcy: unknown field `polcy`, expected `policy`\n",
+                file.display()
+            )
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+    let out = dsh(dir.path(), &["-c", "modle=x", "config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error: -c flags: unknown key `modle` (top-level keys: "),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_wrong_type_names_the_file_the_key_and_the_expected_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_project_settings(dir.path(), "[agent]\nmax_parallel_tool_calls = \"many\"\n");
+    let out = dsh(dir.path(), &["config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {}: agent.max_parallel_tool_calls: invalid type: string \"many\", expected usize\n",
+            file.display()
+        )
+    );
+    std::fs::remove_file(&file).unwrap();
+    let out = dsh(
+        dir.path(),
+        &["-c", "plugins.dsh-llm-retry.max_retries=-1", "exec", "x"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: -c flags: plugins.dsh-llm-retry.max_retries: invalid value: integer `-1`, expected u64\n"
+    );
+}
+
+#[test]
+fn plugins_disable_leaves_a_plugin_out_and_refuses_unknown_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dsh(
+        dir.path(),
+        &[
+            "-c",
+            "plugins.disable=[\"dsh-tool-todo\"]",
+            "plugins",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let todo = list.iter().find(|p| p["id"] == "dsh-tool-todo").unwrap();
+    assert_eq!(todo["enabled"], false);
+    let out = dsh(
+        dir.path(),
+        &["-c", "plugins.disable=[\"dsh-tool-tood\"]", "config"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(
+            "error: -c flags: unknown plugin `dsh-tool-tood` in plugins.disable (known: dsh-agent, "
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
