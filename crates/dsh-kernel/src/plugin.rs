@@ -156,6 +156,13 @@ macro_rules! plugin {
         };
         $crate::__private::inventory::submit! { $crate::Linked(&PLUGIN) }
     };
+    (@parse $($rest:tt)*) => {
+        compile_error!(concat!(
+            "dsh_kernel::plugin!: expected the fields `id`, `after`, `before`, `settings`, ",
+            "`aliases`, `top_level`, `register`, `start` (each optional, in this order), got: ",
+            stringify!($($rest)*)
+        ));
+    };
     (@id) => { env!("CARGO_PKG_NAME") };
     (@id $id:expr) => { $id };
     (@hook) => { None };
