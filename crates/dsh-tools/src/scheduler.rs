@@ -40,7 +40,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caller::ToolCaller;
 use crate::error::ToolsError;
-use crate::registry::{DispatchedCall, ExecutionMode, ToolRegistry};
+use crate::pipeline::DispatchedCall;
+use crate::registry::{ExecutionMode, ToolRegistry};
 use crate::result::{ToolExecutionInput, ToolExecutionResult};
 
 /// Default rolling pool size (`maxParallelToolCalls`).
