@@ -136,7 +136,7 @@ async fn two_in_progress_rejected_and_nothing_appended() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parallel_setting_allows_several_in_progress() {
-    let (kernel, caller, session) = setup(Some(json!({"allowParallelInProgress": true}))).await;
+    let (kernel, caller, session) = setup(Some(json!({"allow_parallel_in_progress": true}))).await;
     let r = call(
         &kernel,
         Some(&caller),
