@@ -36,10 +36,10 @@ use crate::env;
 use crate::error::ShellError;
 use crate::proc;
 
-/// Executor configuration (settings section `dsh-tool-shell`, JSON camelCase; every field
-/// optional, defaults below).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// Executor configuration (settings section `dsh-tool-shell`, snake_case keys; every field
+/// optional, defaults below; unknown keys are rejected).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct ShellConfig {
     /// Default working directory; `None` = the process's current directory.
     pub cwd: Option<PathBuf>,
@@ -80,7 +80,7 @@ pub struct ShellExecRequest {
     pub command: String,
     /// Working directory; relative paths resolve against the configured cwd.
     pub workdir: Option<PathBuf>,
-    /// Timeout (ms, positive, finite); capped at `maxTimeoutMs`.
+    /// Timeout (ms, positive, finite); capped at `max_timeout_ms`.
     pub timeout_ms: Option<f64>,
     /// Stdout cap override (bytes) for trusted in-process callers.
     pub stdout_max_bytes: Option<usize>,
