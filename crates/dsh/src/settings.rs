@@ -367,7 +367,7 @@ impl Config {
             // only lift their own containment when the preset allows everything.
             .with_section(
                 "dsh-tool-fs",
-                json!({"allowOutsideWorkspace": full, "allowReadOutsideWorkspace": full}),
+                json!({"allow_outside_workspace": full, "allow_read_outside_workspace": full}),
             )
             .with_section("dsh-context", context)
     }
