@@ -1,4 +1,4 @@
-//! Spill (spec: `../shared/spec/others.md`, "Spill"): the local spill store
+//! Spill (behaviour notes: `docs/tools.md`, "Spill"): the local spill store
 //! ([`LocalSpillStore`], provided as `ctx.spillStore`) and the `tools/post-execute` policy
 //! that replaces an oversized plain-text tool result with a head/tail preview plus the path of
 //! a private file holding the full text (see [`policy`] for the exact text).

@@ -1,6 +1,6 @@
 //! The `read`, `write` and `edit` tools (upstream `@deepseek-ai/dsh-tool-fs`) over the
 //! filesystem service [`dsh_fs::FsService`] (`ctx.fs`), which this plugin provides when no other
-//! plugin did. Spec: `../shared/spec/others.md` ("Filesystem"), `../shared/spec/tools.md`.
+//! plugin did. Behaviour notes and upstream sources: `docs/tools.md` ("File tools").
 //!
 //! - Paths resolve against the calling session's workspace root: the session header's `cwd`,
 //!   else this plugin's `workspace` setting, else the process working directory. A real path

@@ -15,8 +15,9 @@
 //!    still hold the pipes (processes that left the group, e.g. via `setsid`) are reported in
 //!    `leftoverPids` and reading stops.
 //!
-//! Spec: `../shared/spec/others.md` (Shell), `../shared/bugcases.md` BC-18..BC-22; defaults are
-//! upstream `bash-local`'s (`timeoutMs` 120 000, `maxTimeoutMs` 600 000, `maxOutputBytes` 64 000).
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools", bug cases BC-18..BC-22); defaults
+//! are upstream's local bash executor's (timeout 120 000 ms, cap 600 000 ms, 64 000 output
+//! bytes).
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
