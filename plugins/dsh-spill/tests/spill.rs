@@ -287,3 +287,19 @@ fn head_tail_respects_utf8_boundaries() {
     assert_eq!(policy::head_tail(s, 8), ("éé", "éé", 2));
     assert_eq!(policy::head_tail(s, 10), (s, "", 0));
 }
+
+#[test]
+fn settings_take_snake_case_keys_and_reject_unknown_ones() {
+    use dsh_spill::SpillConfig;
+    let c: SpillConfig =
+        serde_json::from_value(json!({"max_inline_bytes": 100, "enabled": false})).unwrap();
+    assert_eq!(
+        c,
+        SpillConfig {
+            enabled: false,
+            max_inline_bytes: 100,
+            root: None
+        }
+    );
+    assert!(serde_json::from_value::<SpillConfig>(json!({"maxInlineBytes": 100})).is_err());
+}

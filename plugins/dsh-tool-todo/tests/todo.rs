@@ -215,3 +215,22 @@ async fn schema_sent_to_model() {
     );
     assert_eq!(params["required"], json!(["todos"]));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn declared_effects_and_snake_case_settings() {
+    let (kernel, _caller, _session) = setup(None).await;
+    let reg = kernel.root().require::<ToolRegistry>().unwrap();
+    assert_eq!(
+        reg.effects("todo_write", None),
+        Some(dsh_tools::ToolEffects::READ_ONLY)
+    );
+    let c: dsh_tool_todo::TodoConfig =
+        serde_json::from_value(json!({"allow_parallel_in_progress": true})).unwrap();
+    assert!(c.allow_parallel_in_progress);
+    assert!(
+        serde_json::from_value::<dsh_tool_todo::TodoConfig>(
+            json!({"allowParallelInProgress": true})
+        )
+        .is_err()
+    );
+}
