@@ -1,7 +1,7 @@
 //! Pipeline overhead for a no-op tool with every `tools/*` waterfall empty (target ≤ 2 µs per
 //! call), plus the same through the scheduler, and with one pass-through listener per stage.
 //!
-//! Spec: `../shared/spec/tools.md` ("Pipeline"). Each measurement runs `iters` calls inside one
+//! Behaviour notes: `docs/tools.md` ("Pipeline"). Each measurement runs `iters` calls inside one
 //! `block_on` (current-thread runtime) and reports time per call, so runtime entry cost is not
 //! counted. Benchmarks named `…/cpu` report the benchmark thread's on-CPU time (Linux
 //! `/proc/thread-self/schedstat`, ns resolution; wall time where unavailable), which stays

@@ -1,6 +1,6 @@
 //! The identity of whoever calls a tool: [`ToolCaller`].
 //!
-//! Spec: `../shared/spec/tools.md` ("Execution types": `ToolExecutionInput.agent`). Upstream
+//! Behaviour notes: `docs/tools.md` ("Execution types": `ToolExecutionInput.agent`). Upstream
 //! passes the `Agent` itself; the agent type lives in a later crate (dsh-agent depends on
 //! dsh-tools), so dsh-tools defines the few facts its pipeline needs and dsh-agent builds one
 //! `ToolCaller` per agent (cheap to clone: a key, a context, two `Arc`-ish handles).

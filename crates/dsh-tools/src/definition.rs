@@ -1,7 +1,8 @@
 //! [`ToolDefinition`] (what every registered tool is), the [`ToolRunContext`] a body receives,
-//! and the typed DSL [`define_tool`] (the Rust `defineTool`).
+//! and the closure DSL [`define_tool`] (the Rust `defineTool`; most tools implement
+//! [`crate::Tool`] instead).
 //!
-//! Spec: `../shared/spec/tools.md` ("ToolDefinition"); seeds `000_*.txt` "ToolDefinition".
+//! Behaviour notes: `docs/tools.md` ("ToolDefinition").
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -16,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::effects::ToolEffects;
 use crate::error::{ToolFailure, ToolsError};
 use crate::result::{ToolExecution, ToolExecutionResult};
 use crate::schema;
@@ -79,8 +81,8 @@ impl ToolRunContext {
 }
 
 /// What every registered tool is: a model-facing [`ToolSchema`] plus an output contract, an
-/// async body and optional hooks. Implement it by hand for dynamic tools (e.g. MCP); most tools
-/// use [`define_tool`].
+/// async body, declared [`ToolEffects`] and optional hooks. Implement it by hand for dynamic
+/// tools (e.g. MCP); most tools implement [`crate::Tool`] (or use [`define_tool`]).
 ///
 /// Only [`ToolDefinition::schema`] (name, description, parameters) is ever sent to the model.
 pub trait ToolDefinition: Send + Sync + 'static {
@@ -92,6 +94,12 @@ pub trait ToolDefinition: Send + Sync + 'static {
     fn output_schema(&self) -> &Value {
         static ANY: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
         ANY.get_or_init(|| Value::Object(serde_json::Map::new()))
+    }
+
+    /// What the tool touches (default [`ToolEffects::UNDECLARED`]: not read-only, no target).
+    /// Policy plugins read it through [`crate::ToolRegistry::effects`].
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::UNDECLARED
     }
 
     /// Renders a value to content blocks (used when the body did not pre-render, and when a
@@ -213,6 +221,7 @@ pub struct ToolBuilder<A, O> {
     description: String,
     render: Option<Box<RenderFn<A, O>>>,
     safe: Option<Box<SafeFn<A>>>,
+    effects: ToolEffects,
     timeout: Option<Duration>,
     finalize: Option<Box<FinalizeFn>>,
     meta: Option<Box<MetaFn<A, O>>>,
@@ -235,6 +244,7 @@ where
         description: description.into(),
         render: None,
         safe: None,
+        effects: ToolEffects::UNDECLARED,
         timeout: None,
         finalize: None,
         meta: None,
@@ -267,6 +277,14 @@ where
     /// Every call may run in parallel (read-only tools).
     pub fn always_concurrency_safe(self) -> Self {
         self.concurrency_safe(|_| true)
+    }
+
+    /// Declares what the tool touches (default [`ToolEffects::UNDECLARED`]). A parallel-safe
+    /// declaration does not by itself make calls parallel here: use
+    /// [`ToolBuilder::always_concurrency_safe`].
+    pub fn effects(mut self, effects: ToolEffects) -> Self {
+        self.effects = effects;
+        self
     }
 
     /// Body timeout (enforced by a `tools/execute` wrapper plugin).
@@ -333,6 +351,7 @@ where
             output,
             render: self.render.map(Arc::from),
             safe: self.safe,
+            effects: self.effects,
             timeout: self.timeout,
             finalize: self.finalize,
             meta: self.meta.map(Arc::from),
@@ -370,6 +389,7 @@ struct TypedTool<A, O> {
     output: Value,
     render: Option<Arc<RenderFn<A, O>>>,
     safe: Option<Box<SafeFn<A>>>,
+    effects: ToolEffects,
     timeout: Option<Duration>,
     finalize: Option<Box<FinalizeFn>>,
     meta: Option<Arc<MetaFn<A, O>>>,
@@ -397,6 +417,10 @@ where
 
     fn output_schema(&self) -> &Value {
         &self.output
+    }
+
+    fn effects(&self) -> ToolEffects {
+        self.effects
     }
 
     fn render(&self, args: &Value, value: &Value) -> Result<Vec<ContentBlock>, ToolFailure> {

@@ -1,6 +1,6 @@
 //! The one error type of dsh-tools, [`ToolsError`], plus the failure shapes a tool body returns.
 //!
-//! Spec: `../shared/spec/tools.md` ("ToolDefinition", "Registry", "Pipeline"). Registry
+//! Behaviour notes: `docs/tools.md` ("ToolDefinition", "Registry", "Pipeline"). Registry
 //! operations (register, restrict, guard) fail with a [`ToolsError`]; a tool body fails with a
 //! [`ToolFailure`], which carries `info {name, code}` only when it was made from a typed error
 //! (the Rust equivalent of upstream's `HarnessError` subclasses).

@@ -2,7 +2,7 @@
 //! ([`crate::ToolCaller::key`]), so listeners registered through an agent's tagged scope only see
 //! that agent's (and its descendants') calls.
 //!
-//! Spec: `../shared/spec/tools.md` ("Registry", "Pipeline").
+//! Behaviour notes: `docs/tools.md` ("Registry", "Pipeline").
 //!
 //! A waterfall listener that returns `Err` "throws": for pre-execute and execute that yields a
 //! final error result which skips post-execute; for post-execute an error result.

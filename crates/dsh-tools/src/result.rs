@@ -1,6 +1,6 @@
 //! Execution inputs, the materialised [`ToolExecution`], policy decisions and results.
 //!
-//! Spec: `../shared/spec/tools.md` ("Execution types", "Pipeline").
+//! Behaviour notes: `docs/tools.md` ("Execution types", "Pipeline").
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! (exclusive vs parallel-safe), run a rolling pool, commit results strictly in model order, and
 //! handle aborts with synthetic results for calls that never started.
 //!
-//! Spec: `../shared/spec/tools.md` ("Loop-side scheduling").
+//! Behaviour notes: `docs/tools.md` ("Loop-side scheduling").
 //!
 //! # Callbacks ([`SchedulerHooks`])
 //! The loop supplies two callbacks; both are awaited by the scheduler's own task, never
@@ -40,7 +40,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caller::ToolCaller;
 use crate::error::ToolsError;
-use crate::registry::{DispatchedCall, ExecutionMode, ToolRegistry};
+use crate::pipeline::DispatchedCall;
+use crate::registry::{ExecutionMode, ToolRegistry};
 use crate::result::{ToolExecutionInput, ToolExecutionResult};
 
 /// Default rolling pool size (`maxParallelToolCalls`).

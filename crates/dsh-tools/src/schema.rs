@@ -1,7 +1,7 @@
 //! JSON-Schema for tool parameters and outputs: generation from Rust types (schemars 1.x),
 //! normalisation to the enforced subset, the subset check, and a small validator.
 //!
-//! Spec: `../shared/spec/tools.md` ("ToolDefinition": enforced JSON-Schema subset).
+//! Behaviour notes: `docs/tools.md` ("ToolDefinition": the enforced JSON-Schema subset).
 //!
 //! # The enforced subset
 //! Structural keywords: `type`, `oneOf` (≥ 2 branches, exactly one must match), `properties`,

@@ -1,6 +1,6 @@
 //! The `tools/execute` wrapper that enforces [`crate::ToolDefinition::timeout`].
 //!
-//! Spec: `../shared/spec/tools.md` ("ToolDefinition": `timeoutMs` is enforced by a
+//! Behaviour notes: `docs/tools.md` ("ToolDefinition": `timeoutMs` is enforced by a
 //! `tools/execute` wrapper plugin, never sent to the model). The dsh-tools plugin installs it
 //! once in its own scope; tests and embedders without the plugin call [`install_timeout_wrapper`].
 //!

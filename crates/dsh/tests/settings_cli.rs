@@ -59,6 +59,13 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "6",
     ),
     (
+        "dsh-spill",
+        "plugins.dsh-spill.max_inline_bytes",
+        "max_inline_bytes",
+        "1000",
+        "2000",
+    ),
+    (
         "dsh-system-prompt",
         "plugins.dsh-system-prompt.include_harness_identity",
         "include_harness_identity",
@@ -67,10 +74,31 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "dsh-tool-fs",
-        "plugins.dsh-tool-fs.readLimit",
-        "readLimit",
+        "plugins.dsh-tool-fs.read_limit",
+        "read_limit",
         "100",
         "200",
+    ),
+    (
+        "dsh-tool-search",
+        "plugins.dsh-tool-search.grep_max_matches",
+        "grep_max_matches",
+        "10",
+        "20",
+    ),
+    (
+        "dsh-tool-shell",
+        "plugins.dsh-tool-shell.timeout_ms",
+        "timeout_ms",
+        "1000",
+        "2000",
+    ),
+    (
+        "dsh-tool-todo",
+        "plugins.dsh-tool-todo.allow_parallel_in_progress",
+        "allow_parallel_in_progress",
+        "true",
+        "false",
     ),
 ];
 

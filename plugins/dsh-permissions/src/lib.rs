@@ -1,10 +1,13 @@
 //! dsh-permissions: permission presets as a `tools/pre-execute` policy.
 //!
-//! Three presets ([`PermissionMode`]): `read-only` (only [`READ_ONLY_TOOLS`] run),
-//! `workspace-write` (the default: fs writes inside the workspace and `bash` run; a `write`/
-//! `edit` `file_path` or a `bash` `workdir` resolving outside the session's workspace root asks
-//! for approval — a policy check, NOT an OS sandbox), `danger-full-access` (everything runs).
-//! Decisions are made by [`decide`]; every deny/ask reason names the preset.
+//! Three presets ([`PermissionMode`]), decided from the effects each tool declares
+//! ([`dsh_tools::ToolEffects`], looked up through the [`ToolRegistry`] service — never from tool
+//! names): `read-only` (only tools declared read-only run), `workspace-write` (the default:
+//! file writes and commands inside the workspace run; a declared target argument — `write`/
+//! `edit` `file_path`, `bash` `workdir` — resolving outside the session's workspace root asks
+//! for approval, and so does a network tool — a policy check, NOT an OS sandbox),
+//! `danger-full-access` (everything runs). Decisions are made by [`decide`]; every deny/ask
+//! reason names the preset.
 //!
 //! The plugin (settings section [`PLUGIN_ID`] = `dsh-permissions`, [`PermissionsConfig`]):
 //! - registers a `tools/pre-execute` listener: a deny short-circuits; an allow continues the
@@ -12,7 +15,7 @@
 //!   denies (the stricter answer wins). The pipeline resolves an ask through the approval
 //!   service (absent ⇒ the call is denied with the ask reason). This plugin only decides.
 //! - logs the preset in force as the log-only event `permission/preset` `{"preset":"<name>"}`
-//!   (upstream's payload, `docs/persistence-catalog.md`) once per session, at
+//!   (upstream's payload, see `docs/tools.md`, "Permission presets") once per session, at
 //!   `agent/session-start` or before the session's first tool decision, unless the session's
 //!   last `permission/preset` already names it (so a resumed session logs only a change). It
 //!   declares the type, with typed validation, in the session [`EventTypeRegistry`] service and
@@ -21,8 +24,7 @@
 //!   [`policy_text`]) through the `SystemPrompt` service, so the model knows the mode (runtime
 //!   contexts travel as snapshot messages; the system prompt stays stable).
 //!
-//! Spec: issue "permission presets"; `../shared/spec/approval-sandbox.md` ("Where policy plugs
-//! in"); `../shared/spec/session.md` (plugin log-only types).
+//! Behaviour notes and their upstream sources: `docs/tools.md` ("Permission presets").
 
 mod policy;
 
@@ -34,12 +36,12 @@ use dsh_agent::lifecycle::{AgentDisposed, AgentSessionStart};
 use dsh_kernel::{BoxError, Context};
 use dsh_session::{EventData, EventTypeDecl, EventTypeRegistry, Session};
 use dsh_system_prompt::{PromptContext, SystemPrompt};
-use dsh_tools::{PreToolDecision, ToolExecution, ToolsPreExecute};
+use dsh_tools::{PreToolDecision, ToolExecution, ToolRegistry, ToolsPreExecute};
 use serde::{Deserialize, Serialize};
 
 pub use policy::{
-    FILE_WRITE_TOOLS, MAX_SYMLINK_HOPS, READ_ONLY_TOOLS, SHELL_TOOL, decide, is_inside,
-    outside_reason, read_only_denial, resolve_path,
+    MAX_SYMLINK_HOPS, decide, is_inside, network_reason, outside_reason, read_only_denial,
+    resolve_path,
 };
 
 /// The plugin id and settings section name.
@@ -61,7 +63,7 @@ pub const POLICY_CONTEXT_ORDER: f64 = 50.0;
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum PermissionMode {
-    /// Only [`READ_ONLY_TOOLS`] run.
+    /// Only tools declared read-only run.
     ReadOnly,
     /// Writes and `bash` inside the workspace run; outside asks. The default.
     #[default]
@@ -120,8 +122,8 @@ pub struct PermissionsConfig {
     pub permission_mode: PermissionMode,
 }
 
-/// Payload of `permission/preset`: `{"preset":"<name>"}` (upstream
-/// `docs/persistence-catalog.md`: `'permission/preset': { preset: string }`).
+/// Payload of `permission/preset`: `{"preset":"<name>"}` (upstream's payload shape
+/// `{preset: string}`; see `docs/tools.md`, "Permission presets").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PresetData {
@@ -188,20 +190,33 @@ pub fn last_logged_preset(session: &Session) -> Option<String> {
     })
 }
 
-/// The policy service (provided as `Arc<PermissionPolicy>` by the plugin): the mode in force
-/// and the per-session "preset logged" bookkeeping.
+/// The policy service (provided as `Arc<PermissionPolicy>` by the plugin): the mode in force,
+/// the tool registry whose declared effects it reads, and the per-session "preset logged"
+/// bookkeeping.
 #[derive(Debug)]
 pub struct PermissionPolicy {
     mode: PermissionMode,
+    registry: Option<ToolRegistry>,
     logged: Mutex<HashSet<String>>,
 }
 
 impl PermissionPolicy {
-    /// A policy enforcing `mode`.
+    /// A policy enforcing `mode` without a tool registry: every tool counts as unknown (no
+    /// declared effects; see [`decide`]). [`install`] uses [`PermissionPolicy::with_registry`].
     pub fn new(mode: PermissionMode) -> Self {
         Self {
             mode,
+            registry: None,
             logged: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// A policy enforcing `mode` that reads each tool's declared effects from `registry`
+    /// ([`ToolRegistry::effects`], for the caller's scope key).
+    pub fn with_registry(mode: PermissionMode, registry: ToolRegistry) -> Self {
+        Self {
+            registry: Some(registry),
+            ..Self::new(mode)
         }
     }
 
@@ -210,9 +225,10 @@ impl PermissionPolicy {
         self.mode
     }
 
-    /// Decides one call: [`decide`] with the caller session's `cwd` as the workspace root (no
-    /// caller or no `cwd` ⇒ the process's current directory, as dsh-tool-fs does; `.` if even
-    /// that is unavailable).
+    /// Decides one call: [`decide`] with the effects the registry reports for the tool as the
+    /// caller sees it, and the caller session's `cwd` as the workspace root (no caller or no
+    /// `cwd` ⇒ the process's current directory, as dsh-tool-fs does; `.` if even that is
+    /// unavailable).
     pub fn decide_call(&self, exec: &ToolExecution) -> PreToolDecision {
         let workspace = exec
             .caller
@@ -221,7 +237,11 @@ impl PermissionPolicy {
             .map(PathBuf::from)
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("."));
-        decide(self.mode, &exec.name, &exec.arguments, &workspace)
+        let effects = self
+            .registry
+            .as_ref()
+            .and_then(|r| r.effects(&exec.name, exec.key()));
+        decide(self.mode, &exec.name, effects, &exec.arguments, &workspace)
     }
 
     /// Logs `permission/preset {preset: <mode>}` into `session` once: a no-op when this policy
@@ -304,7 +324,10 @@ pub fn install(ctx: &Context, mode: PermissionMode) -> Result<Arc<PermissionPoli
             .detach();
     }
 
-    let policy = Arc::new(PermissionPolicy::new(mode));
+    let policy = Arc::new(match ctx.get::<ToolRegistry>() {
+        Some(registry) => PermissionPolicy::with_registry(mode, (*registry).clone()),
+        None => PermissionPolicy::new(mode),
+    });
     ctx.provide(policy.clone())?.detach();
 
     let p = policy.clone();

@@ -1,43 +1,28 @@
 //! The pure decision function of the presets ([`decide`]) and the path resolution it relies on
 //! ([`resolve_path`], [`is_inside`]).
 //!
-//! Spec: issue "permission presets" (dsh's own layer; upstream's preset table is described in
-//! `../shared/spec/approval-sandbox.md` and upstream `docs/subsystems/permission-presets.md`).
-//! Upstream bundles a sandbox mode with an approval policy; dsh has no OS sandbox yet, so its
-//! presets are a `tools/pre-execute` policy over tool names and path arguments:
+//! Decisions come from the effects each tool declares ([`ToolEffects`], read through
+//! [`dsh_tools::ToolRegistry::effects`]), never from tool names. Upstream bundles a sandbox
+//! mode with an approval policy; dsh has no OS sandbox yet, so its presets are a
+//! `tools/pre-execute` policy over declared effects and the declared target argument
+//! (`docs/tools.md`, "Permission presets"):
 //!
-//! - `read-only`: only the tools in [`READ_ONLY_TOOLS`] run; every other tool is denied.
-//! - `workspace-write`: everything runs, except that `write`/`edit` whose `file_path` resolves
-//!   outside the workspace root, and `bash` whose `workdir` resolves outside it, ask
-//!   ([`PreToolDecision::Ask`]). NOT an OS sandbox: a `bash` command run inside the workspace
-//!   can still touch any file the process may touch.
+//! - `read-only`: tools declared [`ToolEffects::READ_ONLY`] run; every other tool (and an
+//!   unknown one) is denied.
+//! - `workspace-write`: everything runs, except that a tool that writes files or runs commands
+//!   and whose declared target argument ([`ToolEffects::target_arg`]: `file_path` for `write`/
+//!   `edit`, `workdir` for `bash`) resolves outside the workspace root asks
+//!   ([`PreToolDecision::Ask`]), and a tool that uses the network asks (as Codex's
+//!   workspace-write, where network access needs approval). NOT an OS sandbox: a `bash` command
+//!   run inside the workspace can still touch any file the process may touch.
 //! - `danger-full-access`: everything runs.
 
 use std::path::{Component, Path, PathBuf};
 
-use dsh_tools::PreToolDecision;
+use dsh_tools::{PreToolDecision, ToolEffects};
 use serde_json::Value;
 
 use crate::PermissionMode;
-
-/// Tools that never modify files or run commands: the only tools `read-only` lets through.
-/// An explicit, documented list (not derived from tool definitions): `read`, `grep`, `glob`
-/// (dsh-tool-fs / dsh-tool-search), `todo_write` (it only appends the agent's own task list to
-/// its session log), `job_output`, `job_list` (dsh-tool-shell: inspect background jobs).
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "read",
-    "grep",
-    "glob",
-    "todo_write",
-    "job_output",
-    "job_list",
-];
-
-/// Tools whose `file_path` argument names the file they modify (dsh-tool-fs).
-pub const FILE_WRITE_TOOLS: &[&str] = &["write", "edit"];
-
-/// The shell tool whose `workdir` argument (default: the workspace root) is checked.
-pub const SHELL_TOOL: &str = "bash";
 
 /// Maximum number of symbolic links followed while resolving one path (as Linux's `ELOOP`).
 pub const MAX_SYMLINK_HOPS: usize = 40;
@@ -111,16 +96,21 @@ pub fn is_inside(path: &Path, root: &Path) -> bool {
     path.starts_with(root)
 }
 
-/// The read-only denial text for `tool` (exact; spec: issue text).
+/// The read-only denial text for `tool` with declared `effects` (`None`: no such tool is
+/// visible) (exact; spec: issue text).
 ///
 /// `denied by permission preset read-only: <tool> <why>; rerun with --permission-mode
-/// workspace-write to allow it`, where `<why>` is `modifies files` (write, edit), `runs shell
-/// commands that can modify files` (bash) or `is not a read-only tool` (anything else).
-pub fn read_only_denial(tool: &str) -> String {
-    let why = if FILE_WRITE_TOOLS.contains(&tool) {
-        "modifies files"
-    } else if tool == SHELL_TOOL {
+/// workspace-write to allow it`, where `<why>` is `runs shell commands that can modify files`
+/// (runs commands, e.g. bash), else `modifies files` (writes files: write, edit), else `uses
+/// the network`, else `is not a read-only tool` (other or undeclared effects, unknown tools).
+pub fn read_only_denial(tool: &str, effects: Option<ToolEffects>) -> String {
+    let e = effects.unwrap_or(ToolEffects::UNDECLARED);
+    let why = if e.runs_commands() {
         "runs shell commands that can modify files"
+    } else if e.writes_files() {
+        "modifies files"
+    } else if e.uses_network() {
+        "uses the network"
     } else {
         "is not a read-only tool"
     };
@@ -129,21 +119,29 @@ pub fn read_only_denial(tool: &str) -> String {
     )
 }
 
-/// The workspace-write approval reason for a call reaching `target` outside `workspace`
-/// (exact): `permission preset workspace-write: <what> <target> is outside the workspace
-/// <workspace>; approve this call to allow it once, or rerun with --permission-mode
-/// danger-full-access`, where `<what>` is `<tool> target` for file tools and `bash workdir`
-/// for the shell.
-pub fn outside_reason(tool: &str, target: &Path, workspace: &Path) -> String {
-    let what = if tool == SHELL_TOOL {
-        "bash workdir".to_owned()
-    } else {
-        format!("{tool} target")
+/// The workspace-write approval reason for a call of `tool` (declared `effects`) reaching
+/// `target` outside `workspace` (exact): `permission preset workspace-write: <what> <target> is
+/// outside the workspace <workspace>; approve this call to allow it once, or rerun with
+/// --permission-mode danger-full-access`, where `<what>` is `<tool> <arg>` for a tool that runs
+/// commands (`bash workdir`) and `<tool> target` otherwise (`write target`).
+pub fn outside_reason(tool: &str, effects: ToolEffects, target: &Path, workspace: &Path) -> String {
+    let what = match effects.target_arg() {
+        Some(arg) if effects.runs_commands() => format!("{tool} {arg}"),
+        _ => format!("{tool} target"),
     };
     format!(
         "permission preset workspace-write: {what} {} is outside the workspace {}; approve this call to allow it once, or rerun with --permission-mode danger-full-access",
         target.display(),
         workspace.display()
+    )
+}
+
+/// The workspace-write approval reason for a call of a network tool (exact):
+/// `permission preset workspace-write: <tool> uses the network; approve this call to allow it
+/// once, or rerun with --permission-mode danger-full-access`.
+pub fn network_reason(tool: &str) -> String {
+    format!(
+        "permission preset workspace-write: {tool} uses the network; approve this call to allow it once, or rerun with --permission-mode danger-full-access"
     )
 }
 
@@ -153,49 +151,69 @@ fn string_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Decides one call under `mode`.
 ///
-/// - `tool`: the requested tool name; `args`: its JSON arguments (as the model sent them);
+/// - `tool`: the requested tool name (only used in reasons); `effects`: what the tool resolved
+///   for the caller declares (`None`: no such tool is visible — it fails at dispatch);
+/// - `args`: its JSON arguments (as the model sent them);
 /// - `workspace`: the workspace root (the session's `cwd`; absolute).
 ///
-/// `read-only` ⇒ [`PreToolDecision::Allow`] for [`READ_ONLY_TOOLS`], else `Deny` with
-/// [`read_only_denial`]. `workspace-write` ⇒ `Ask` with [`outside_reason`] when a
-/// [`FILE_WRITE_TOOLS`] `file_path` or the [`SHELL_TOOL`] `workdir` resolves
-/// ([`resolve_path`]) outside the resolved workspace (or cannot be resolved), else `Allow`
-/// (arguments without a string path are allowed: the tool rejects them itself, before touching
-/// anything). `danger-full-access` ⇒ `Allow`.
-pub fn decide(mode: PermissionMode, tool: &str, args: &Value, workspace: &Path) -> PreToolDecision {
+/// `read-only` ⇒ [`PreToolDecision::Allow`] for read-only effects, else `Deny` with
+/// [`read_only_denial`]. `workspace-write` ⇒ for a tool that writes files or runs commands and
+/// declares a target argument: `Ask` with [`outside_reason`] when that string argument resolves
+/// ([`resolve_path`]) outside the resolved workspace (or cannot be resolved); then, for a tool
+/// that uses the network, `Ask` with [`network_reason`]; else `Allow` (a missing or non-string
+/// target argument is allowed: the tool defaults to the workspace or rejects it itself).
+/// `danger-full-access` ⇒ `Allow`.
+pub fn decide(
+    mode: PermissionMode,
+    tool: &str,
+    effects: Option<ToolEffects>,
+    args: &Value,
+    workspace: &Path,
+) -> PreToolDecision {
     match mode {
         PermissionMode::DangerFullAccess => PreToolDecision::Allow,
-        PermissionMode::ReadOnly => {
-            if READ_ONLY_TOOLS.contains(&tool) {
-                PreToolDecision::Allow
-            } else {
-                PreToolDecision::Deny {
-                    reason: read_only_denial(tool),
-                }
-            }
-        }
+        PermissionMode::ReadOnly => match effects {
+            Some(e) if e.is_read_only() => PreToolDecision::Allow,
+            _ => PreToolDecision::Deny {
+                reason: read_only_denial(tool, effects),
+            },
+        },
         PermissionMode::WorkspaceWrite => {
-            let target = if FILE_WRITE_TOOLS.contains(&tool) {
-                string_arg(args, "file_path")
-            } else if tool == SHELL_TOOL {
-                string_arg(args, "workdir")
-            } else {
-                None
-            };
-            let Some(target) = target else {
+            let Some(effects) = effects else {
                 return PreToolDecision::Allow;
             };
-            let root = resolve_path(Path::new("/"), &workspace.to_string_lossy())
-                .unwrap_or_else(|| workspace.to_path_buf());
-            match resolve_path(workspace, target) {
-                Some(resolved) if is_inside(&resolved, &root) => PreToolDecision::Allow,
-                Some(resolved) => PreToolDecision::Ask {
-                    reason: Some(outside_reason(tool, &resolved, &root)),
-                },
-                None => PreToolDecision::Ask {
-                    reason: Some(outside_reason(tool, &workspace.join(target), &root)),
-                },
+            let target = effects
+                .target_arg()
+                .filter(|_| effects.writes_files() || effects.runs_commands())
+                .and_then(|arg| string_arg(args, arg));
+            if let Some(target) = target {
+                let root = resolve_path(Path::new("/"), &workspace.to_string_lossy())
+                    .unwrap_or_else(|| workspace.to_path_buf());
+                match resolve_path(workspace, target) {
+                    Some(resolved) if is_inside(&resolved, &root) => {}
+                    Some(resolved) => {
+                        return PreToolDecision::Ask {
+                            reason: Some(outside_reason(tool, effects, &resolved, &root)),
+                        };
+                    }
+                    None => {
+                        return PreToolDecision::Ask {
+                            reason: Some(outside_reason(
+                                tool,
+                                effects,
+                                &workspace.join(target),
+                                &root,
+                            )),
+                        };
+                    }
+                }
             }
+            if effects.uses_network() {
+                return PreToolDecision::Ask {
+                    reason: Some(network_reason(tool)),
+                };
+            }
+            PreToolDecision::Allow
         }
     }
 }

@@ -1,5 +1,6 @@
 //! dsh-permissions: the decision matrix (each preset × read / write inside / write outside /
-//! edit / bash), symlink and `..` escapes, the pipeline integration (deny text the model sees,
+//! edit / bash), symlink and `..` escapes, decisions from declared effects (a new read-only
+//! tool, a network tool) with no name list, the pipeline integration (deny text the model sees,
 //! ask without an approval service), the `permission/preset` event payload and its once-per-
 //! session logging (also at agent creation), and the `permission:policy` runtime context.
 
@@ -12,15 +13,92 @@ use dsh_kernel::{Kernel, ScopeKey, Settings};
 use dsh_llm::SessionId;
 use dsh_permissions::{
     EVENT_PRESET, PLUGIN_ID, POLICY_CONTEXT, PermissionMode, PermissionPolicy, PermissionsConfig,
-    decide, last_logged_preset, policy_text,
+    last_logged_preset, policy_text,
 };
 use dsh_session::{EventData, Session, SessionHeader};
 use dsh_tools::{
-    PreToolDecision, ToolCaller, ToolExecutionInput, ToolExecutionResult, ToolRegistry,
+    PreToolDecision, Tool, ToolCaller, ToolEffects, ToolExecutionInput, ToolExecutionResult,
+    ToolFailure, ToolRegistry, ToolRunContext,
 };
 use serde_json::{Value, json};
 
 use PermissionMode::{DangerFullAccess, ReadOnly, WorkspaceWrite};
+
+/// The effects the built-in tool plugins declare (dsh-tool-fs, dsh-tool-search,
+/// dsh-tool-todo, dsh-tool-shell). This test crate does not link them: a plugin never depends
+/// on another plugin, so the declarations are restated here.
+fn builtin_effects(tool: &str) -> Option<ToolEffects> {
+    Some(match tool {
+        "read" | "grep" | "glob" | "job_list" => ToolEffects::READ_ONLY.parallel_safe(),
+        "todo_write" | "job_output" => ToolEffects::READ_ONLY,
+        "write" | "edit" => ToolEffects::WRITES_FILES.target("file_path"),
+        "bash" => ToolEffects::RUNS_COMMANDS.target("workdir"),
+        "job_kill" => ToolEffects::OTHER,
+        _ => return None,
+    })
+}
+
+/// [`dsh_permissions::decide`] for a built-in tool.
+fn decide(mode: PermissionMode, tool: &str, args: &Value, ws: &Path) -> PreToolDecision {
+    dsh_permissions::decide(mode, tool, builtin_effects(tool), args, ws)
+}
+
+/// A stand-in tool with declared effects; its body returns `"ran <name>"`.
+struct Stub<const N: usize>;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AnyArgs {
+    #[serde(default)]
+    file_path: Option<String>,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+}
+
+const STUBS: [(&str, ToolEffects); 5] = [
+    ("write", ToolEffects::WRITES_FILES.target("file_path")),
+    ("bash", ToolEffects::RUNS_COMMANDS.target("workdir")),
+    // Tools no name list has ever heard of: the declaration alone decides.
+    ("peek", ToolEffects::READ_ONLY),
+    ("fetch_url", ToolEffects::NETWORK),
+    (
+        "upload",
+        ToolEffects::NETWORK.union(ToolEffects::WRITES_FILES.target("file_path")),
+    ),
+];
+
+impl<const N: usize> Tool for Stub<N> {
+    const NAME: &'static str = STUBS[N].0;
+    type Args = AnyArgs;
+    type Output = String;
+
+    fn description(&self) -> String {
+        "A stand-in.".into()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        STUBS[N].1
+    }
+
+    async fn call(&self, a: AnyArgs, _cx: ToolRunContext) -> Result<String, ToolFailure> {
+        let _ = (
+            a.file_path,
+            a.content,
+            a.command,
+            a.description,
+            a.workdir,
+            a.url,
+        );
+        Ok(format!("ran {}", Self::NAME))
+    }
+}
 
 struct Ws {
     _dir: tempfile::TempDir,
@@ -382,6 +460,13 @@ async fn harness(mode: &str, with_approval: bool) -> H {
         .filter(|d| with_approval || d.id != "dsh-approval")
         .collect();
     kernel.boot_with(&descs).await.unwrap();
+    let reg = kernel.root().require::<ToolRegistry>().unwrap();
+    let root_ctx = kernel.root();
+    reg.register_tool(root_ctx, Stub::<0>).unwrap().detach();
+    reg.register_tool(root_ctx, Stub::<1>).unwrap().detach();
+    reg.register_tool(root_ctx, Stub::<2>).unwrap().detach();
+    reg.register_tool(root_ctx, Stub::<3>).unwrap().detach();
+    reg.register_tool(root_ctx, Stub::<4>).unwrap().detach();
     let mut header = SessionHeader::new("s-1", 0);
     header.cwd = Some(root.display().to_string());
     let session = Arc::new(Session::create("s-1", None, Some(header)).unwrap());
@@ -481,7 +566,7 @@ async fn workspace_write_ask_without_approval_service_is_denied_with_the_ask_rea
             h.root.display()
         )
     );
-    // Allowed calls pass the policy and reach dispatch (no tool plugin is linked here).
+    // Allowed calls pass the policy and reach dispatch (a stand-in tool).
     let r = h
         .call("c2", "write", json!({"file_path": "a.txt", "content": "x"}))
         .await;
@@ -621,8 +706,7 @@ async fn workspace_write_ask_goes_through_the_approval_service() {
             h.root.display()
         ))]
     );
-    // An answerer that allows once lets the call through the policy (to dispatch: no tool
-    // plugin is linked, so it fails there, not with a permission text).
+    // An answerer that allows once lets the call through the policy (to the stand-in body).
     h.kernel
         .root()
         .on_waterfall::<dsh_approval::ApprovalRequestEvent, _, _>(|_q, _next| async {
@@ -636,4 +720,76 @@ async fn workspace_write_ask_goes_through_the_approval_service() {
         !t.contains("approval") && !t.contains("permission preset"),
         "{t}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_read_only_tool_is_allowed_in_read_only_without_any_name_list() {
+    let h = harness("read-only", true).await;
+    let r = h
+        .call("c1", "peek", json!({"file_path": "src/lib.rs"}))
+        .await;
+    assert_eq!(
+        r.to_json(),
+        json!({"isError": false, "value": "ran peek", "content": [{"type": "text", "text": "ran peek"}]})
+    );
+    // The same decision straight from the declaration.
+    assert_eq!(
+        dsh_permissions::decide(
+            ReadOnly,
+            "peek",
+            Some(ToolEffects::READ_ONLY),
+            &json!({}),
+            &h.root
+        ),
+        allow()
+    );
+    // Without a declaration (an unknown tool) read-only denies.
+    assert_eq!(
+        dsh_permissions::decide(ReadOnly, "peek", None, &json!({}), &h.root),
+        deny(
+            "denied by permission preset read-only: peek is not a read-only tool; rerun with --permission-mode workspace-write to allow it"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_tool_is_denied_in_read_only_asks_in_workspace_write_and_runs_in_full_access() {
+    let network_ask = "permission preset workspace-write: fetch_url uses the network; approve this call to allow it once, or rerun with --permission-mode danger-full-access";
+    let h = harness("read-only", false).await;
+    let r = h
+        .call("c1", "fetch_url", json!({"url": "http://127.0.0.1/"}))
+        .await;
+    assert_eq!(
+        text(&r),
+        "Error: denied by permission preset read-only: fetch_url uses the network; rerun with --permission-mode workspace-write to allow it"
+    );
+    let h = harness("workspace-write", false).await;
+    let r = h
+        .call("c1", "fetch_url", json!({"url": "http://127.0.0.1/"}))
+        .await;
+    assert_eq!(text(&r), format!("Error: {network_ask}"));
+    // A target outside the workspace is reported first; inside, the network still asks.
+    let outside = h.root.parent().unwrap().join("outside/up.bin");
+    assert_eq!(
+        dsh_permissions::decide(
+            WorkspaceWrite,
+            "upload",
+            Some(STUBS[4].1),
+            &json!({"file_path": outside.display().to_string()}),
+            &h.root
+        ),
+        outside_ask("upload", &outside, &h.root)
+    );
+    let r = h
+        .call("c2", "upload", json!({"file_path": "src/up.bin"}))
+        .await;
+    assert_eq!(
+        text(&r),
+        "Error: permission preset workspace-write: upload uses the network; approve this call to allow it once, or rerun with --permission-mode danger-full-access"
+    );
+    let h = harness("danger-full-access", false).await;
+    let r = h
+        .call("c1", "fetch_url", json!({"url": "http://127.0.0.1/"}))
+        .await;
+    assert_eq!(text(&r), "ran fetch_url");
 }

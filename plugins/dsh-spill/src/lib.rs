@@ -1,4 +1,4 @@
-//! Spill (spec: `../shared/spec/others.md`, "Spill"): the local spill store
+//! Spill (behaviour notes: `docs/tools.md`, "Spill"): the local spill store
 //! ([`LocalSpillStore`], provided as `ctx.spillStore`) and the `tools/post-execute` policy
 //! that replaces an oversized plain-text tool result with a head/tail preview plus the path of
 //! a private file holding the full text (see [`policy`] for the exact text).
@@ -10,9 +10,9 @@
 //! [`dsh_fs::FsService::grant_read_root`] — the seam lives in the core crate `dsh-fs`, so this
 //! plugin does not depend on `dsh-tool-fs`. A save failure keeps the original result.
 //!
-//! Settings section `dsh-spill` (camelCase, optional): `enabled` (default true),
-//! `maxInlineBytes` (default 51200 = 50 KiB, upstream's read cap), `root` (default a private
-//! `dsh-spill-<uuid>` directory under the OS temp dir).
+//! Settings section `dsh-spill` (snake_case keys, optional, unknown keys rejected): `enabled`
+//! (default true), `max_inline_bytes` (default 51200 = 50 KiB, upstream's read cap), `root`
+//! (default a private `dsh-spill-<uuid>` directory under the OS temp dir).
 
 pub mod policy;
 mod store;
@@ -30,12 +30,12 @@ pub use store::{
 /// The plugin id (= package name).
 pub const PLUGIN_ID: &str = "dsh-spill";
 
-/// Default `maxInlineBytes`: 50 KiB.
+/// Default `max_inline_bytes`: 50 KiB.
 pub const DEFAULT_MAX_INLINE_BYTES: usize = 50 * 1024;
 
 /// Settings of the plugin (section `dsh-spill`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct SpillConfig {
     /// Register the policy at all.
     pub enabled: bool,
@@ -65,4 +65,4 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = SpillConfig, start = apply }

@@ -1,5 +1,5 @@
 //! The spill policy: a prepended `tools/post-execute` listener that, after the rest of the
-//! chain decided, replaces an accepted plain-text result larger than `maxInlineBytes` with a
+//! chain decided, replaces an accepted plain-text result larger than `max_inline_bytes` with a
 //! head/tail preview plus the spill locator (upstream `@deepseek-ai/dsh-spill-policy`).
 //!
 //! Replacement text (never larger than the cap):
@@ -169,7 +169,7 @@ pub fn install(
                         additional_contexts: contexts,
                     }),
                     None => {
-                        tracing::warn!(target: "dsh_spill", "spill notice for {} exceeds maxInlineBytes; keeping the inline content", exec.name);
+                        tracing::warn!(target: "dsh_spill", "spill notice for {} exceeds max_inline_bytes; keeping the inline content", exec.name);
                         Ok(decision)
                     }
                 }

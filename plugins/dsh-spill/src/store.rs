@@ -1,6 +1,6 @@
 //! The local spill store ([`LocalSpillStore`], `ctx.spillStore`): persists a tool's full text
 //! under `<root>/session-<sha256(session id), 12 hex>/<12 random hex>-<safe name>` with a 0700
-//! directory and an exclusively created 0600 file (spec: `../shared/spec/others.md`, "Spill").
+//! directory and an exclusively created 0600 file (behaviour notes: `docs/tools.md`, "Spill").
 
 use std::collections::HashMap;
 use std::fs::{self, DirBuilder, OpenOptions};

@@ -196,7 +196,7 @@ async fn ten_mb_single_line_is_spilled_with_head_tail_preview_and_read_back_via_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn small_results_and_read_results_are_untouched() {
-    let h = h(json!({"maxInlineBytes": 100})).await;
+    let h = h(json!({"max_inline_bytes": 100})).await;
     let r = h.call("flood", 10).await;
     assert_eq!(text(&r), format!("HEAD{}TAIL", "x".repeat(10)));
     let r = h.call("read", 1000).await;
@@ -206,7 +206,7 @@ async fn small_results_and_read_results_are_untouched() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn save_failure_keeps_the_original() {
-    let h = h(json!({"maxInlineBytes": 1000})).await;
+    let h = h(json!({"max_inline_bytes": 1000})).await;
     // make the spill root unusable: a regular file where the directory should be
     fs::write(&h.spill_root, "not a dir").unwrap();
     let r = h.call("flood", 5000).await;
@@ -216,7 +216,7 @@ async fn save_failure_keeps_the_original() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cap_smaller_than_notice_keeps_the_original() {
-    let h = h(json!({"maxInlineBytes": 20})).await;
+    let h = h(json!({"max_inline_bytes": 20})).await;
     let r = h.call("flood", 100).await;
     assert_eq!(text(&r), format!("HEAD{}TAIL", "x".repeat(100)));
 }
@@ -286,4 +286,20 @@ fn head_tail_respects_utf8_boundaries() {
     assert_eq!(policy::head_tail(s, 5), ("é", "é", 6));
     assert_eq!(policy::head_tail(s, 8), ("éé", "éé", 2));
     assert_eq!(policy::head_tail(s, 10), (s, "", 0));
+}
+
+#[test]
+fn settings_take_snake_case_keys_and_reject_unknown_ones() {
+    use dsh_spill::SpillConfig;
+    let c: SpillConfig =
+        serde_json::from_value(json!({"max_inline_bytes": 100, "enabled": false})).unwrap();
+    assert_eq!(
+        c,
+        SpillConfig {
+            enabled: false,
+            max_inline_bytes: 100,
+            root: None
+        }
+    );
+    assert!(serde_json::from_value::<SpillConfig>(json!({"maxInlineBytes": 100})).is_err());
 }

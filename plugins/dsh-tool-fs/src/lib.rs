@@ -1,6 +1,6 @@
 //! The `read`, `write` and `edit` tools (upstream `@deepseek-ai/dsh-tool-fs`) over the
 //! filesystem service [`dsh_fs::FsService`] (`ctx.fs`), which this plugin provides when no other
-//! plugin did. Spec: `../shared/spec/others.md` ("Filesystem"), `../shared/spec/tools.md`.
+//! plugin did. Behaviour notes and upstream sources: `docs/tools.md` ("File tools").
 //!
 //! - Paths resolve against the calling session's workspace root: the session header's `cwd`,
 //!   else this plugin's `workspace` setting, else the process working directory. A real path
@@ -8,11 +8,11 @@
 //!   `FS_OUTSIDE_WORKSPACE`, except reads inside a root granted with
 //!   [`dsh_fs::FsService::grant_read_root`] (how spill files become readable).
 //! - `read {file_path, offset?, limit?}` returns the upstream envelope with `N: text` lines
-//!   (see [`dsh_fs::text::format_read`]); parallel-safe. Caps: `readLimit` lines (default and
-//!   maximum 2000), `readMaxLineLength` chars per line (2000), `readMaxBytes` of selected text
+//!   (see [`dsh_fs::text::format_read`]); parallel-safe. Caps: `read_limit` lines (default and
+//!   maximum 2000), `read_max_line_length` chars per line (2000), `read_max_bytes` of selected text
 //!   (50 KiB).
 //! - `write {file_path, content}` and `edit {file_path, old_string, new_string, replace_all?}`
-//!   are exclusive. With `requireReadBeforeWrite` (default true) an overwriting `write` and
+//!   are exclusive. With `require_read_before_write` (default true) an overwriting `write` and
 //!   every `edit` need a prior `read` of the current version in the same session
 //!   (`FS_NOT_OBSERVED`, `FS_STALE_VERSION` — both messages say to read again); creating a new
 //!   file needs no read. Own writes refresh the observation, so consecutive edits need no re-read.
@@ -21,9 +21,10 @@
 //!   `{path, operation, diff}`; edit → `{path, replacements, diff}` where `diff` is a unified
 //!   diff (3 lines of context) of the LF-normalised text.
 //!
-//! Settings section `dsh-tool-fs` (camelCase keys, all optional): `workspace`, `readLimit`,
-//! `readMaxLineLength`, `readMaxBytes`, `maxReadFileBytes`, `maxEditFileBytes`,
-//! `allowOutsideWorkspace`, `allowReadOutsideWorkspace`, `requireReadBeforeWrite`.
+//! Settings section `dsh-tool-fs` (snake_case keys, all optional, unknown keys rejected):
+//! `workspace`, `read_limit`, `read_max_line_length`, `read_max_bytes`, `max_read_file_bytes`,
+//! `max_edit_file_bytes`, `allow_outside_workspace`, `allow_read_outside_workspace`,
+//! `require_read_before_write`.
 
 mod tools;
 

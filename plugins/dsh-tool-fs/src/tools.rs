@@ -1,4 +1,5 @@
-//! The three tool definitions and their shared state (config, service, observations).
+//! The three tools ([`Read`], [`Write`], [`Edit`], each a [`dsh_tools::Tool`]) and their shared
+//! state (config, service, observations).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,19 +10,19 @@ use dsh_fs::{
 };
 use dsh_kernel::{BoxError, Context};
 use dsh_llm::ContentBlock;
-use dsh_tools::{ToolFailure, ToolRegistry, ToolRunContext, ToolsError, define_tool};
+use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRunContext, ToolsError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// Settings of the plugin (section `dsh-tool-fs`, camelCase keys). Defaults follow upstream:
-/// 2000 lines, 2000 chars per line, 50 KiB per read; service caps as [`FsConfig::default`].
+/// Settings of the plugin (section `dsh-tool-fs`, snake_case keys, unknown keys rejected).
+/// Defaults follow upstream: 2000 lines, 2000 chars per line, 50 KiB per read; service caps as
+/// [`FsConfig::default`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct FsToolsConfig {
     /// The top-level `permission_mode`: `danger-full-access` lifts the workspace fence for
-    /// reads and writes (as `allowOutsideWorkspace`); other modes leave the fence as set.
-    #[serde(rename = "permission_mode")]
+    /// reads and writes (as `allow_outside_workspace`); other modes leave the fence as set.
     pub permission_mode: Option<String>,
     /// Fallback workspace root when the session header has no `cwd`.
     pub workspace: Option<PathBuf>,
@@ -156,7 +157,10 @@ pub fn fs_failure(e: &FsError) -> ToolFailure {
     ToolFailure::typed(e.to_string(), "FsError", e.code())
 }
 
-struct Shared {
+/// The state the three tools share: settings, the filesystem service and the per-session
+/// observations (read-before-write).
+#[derive(Debug)]
+pub struct Shared {
     cfg: FsToolsConfig,
     fs: Arc<FsService>,
     obs: Arc<Observations>,
@@ -231,25 +235,94 @@ pub(crate) fn install(ctx: &Context, cfg: FsToolsConfig) -> Result<(), BoxError>
     ctx.on_emit::<dsh_session::SessionDisposed>(move |n| forget.forget_owner(n.session.id()))?
         .detach();
     let shared = Arc::new(Shared { cfg, fs, obs });
-    let registry = ctx.require::<ToolRegistry>()?;
-    registry.register(ctx, read_tool(shared.clone())?)?.detach();
-    registry
-        .register(ctx, write_tool(shared.clone())?)?
-        .detach();
-    registry.register(ctx, edit_tool(shared)?)?.detach();
+    dsh_tools::register(ctx, Read(shared.clone()))?;
+    dsh_tools::register(ctx, Write(shared.clone()))?;
+    dsh_tools::register(ctx, Edit(shared))?;
     Ok(())
 }
 
-fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, ToolsError> {
-    let limit_cap = sh.cfg.read_limit;
-    let render_limit = limit_cap;
-    define_tool::<ReadArgs, ReadValue>(
-        "read",
-        "Read a UTF-8 text file and return line-numbered content.",
-    )
-    .always_concurrency_safe()
-    .render(move |args, v| {
-        let limit = args.limit.map_or(render_limit, |l| l as usize);
+/// The `read` tool (read-only, parallel-safe).
+#[derive(Debug, Clone)]
+pub struct Read(pub Arc<Shared>);
+
+impl Tool for Read {
+    const NAME: &'static str = "read";
+    type Args = ReadArgs;
+    type Output = ReadValue;
+
+    fn description(&self) -> String {
+        "Read a UTF-8 text file and return line-numbered content.".to_owned()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY.parallel_safe()
+    }
+
+    async fn call(&self, args: ReadArgs, cx: ToolRunContext) -> Result<ReadValue, ToolFailure> {
+        let sh = self.0.clone();
+        let limit_cap = sh.cfg.read_limit;
+        if args.file_path.trim().is_empty() {
+            return Err(invalid("read", "file_path must be a non-empty string"));
+        }
+        let offset = args.offset.unwrap_or(1);
+        let limit = args.limit.unwrap_or(limit_cap as u64);
+        if offset < 1 {
+            return Err(invalid("read", "offset must be a positive integer"));
+        }
+        if limit < 1 {
+            return Err(invalid("read", "limit must be a positive integer"));
+        }
+        if limit > limit_cap as u64 {
+            return Err(invalid(
+                "read",
+                format!("limit must be less than or equal to {limit_cap}"),
+            ));
+        }
+        let (owner, ws) = sh.who(&cx)?;
+        let signal = cx.signal.clone();
+        blocking(move || {
+            let t = sh
+                .fs
+                .resolve(&args.file_path, &ws, Access::Read)
+                .map_err(|e| fs_failure(&e))?;
+            let caps = WindowCaps {
+                offset: offset as usize,
+                limit: limit as usize,
+                max_line_chars: sh.cfg.read_max_line_length,
+                max_bytes: sh.cfg.read_max_bytes,
+            };
+            match sh.fs.read_text_with(&t, caps, &signal) {
+                Ok(out) => {
+                    sh.obs
+                        .record(&owner, &t, Observation::Present(out.observed.clone()));
+                    Ok(ReadValue {
+                        path: t.display_path.clone(),
+                        offset,
+                        lines: out
+                            .window
+                            .lines
+                            .into_iter()
+                            .map(|l| LineValue {
+                                number: l.number as u64,
+                                text: l.text,
+                            })
+                            .collect(),
+                        total_lines: out.window.total_lines as u64,
+                    })
+                }
+                Err(e) => {
+                    if matches!(sh.fs.stat(&t), Ok(None)) {
+                        sh.obs.record(&owner, &t, Observation::Absent);
+                    }
+                    Err(fs_failure(&e))
+                }
+            }
+        })
+        .await
+    }
+
+    fn render(&self, args: &ReadArgs, v: &ReadValue) -> Vec<ContentBlock> {
+        let limit = args.limit.map_or(self.0.cfg.read_limit, |l| l as usize);
         let end = v
             .lines
             .last()
@@ -268,8 +341,9 @@ fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
             truncated_by_bytes: v.lines.len() < limit && end < v.total_lines,
         };
         vec![ContentBlock::text(text::format_read(&v.path, &window))]
-    })
-    .presentation_meta(|_, v| {
+    }
+
+    fn meta(&self, _args: &ReadArgs, v: &ReadValue) -> Option<serde_json::Value> {
         let mut meta = json!({
             "path": v.path,
             "offset": v.offset,
@@ -280,8 +354,9 @@ fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
             m.insert("lang".into(), json!(lang));
         }
         Some(meta)
-    })
-    .present_call(|a| {
+    }
+
+    fn present_call(&self, a: &ReadArgs) -> Option<serde_json::Value> {
         let window = match (a.offset, a.limit) {
             (o, Some(l)) if l > 0 => {
                 let o = o.unwrap_or(1);
@@ -296,152 +371,160 @@ fn read_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
             "kind": "read",
             "locations": [{"path": a.file_path, "line": a.offset.unwrap_or(1)}],
         }))
-    })
-    .execute(move |args: ReadArgs, cx| {
-        let sh = sh.clone();
-        async move {
-            if args.file_path.trim().is_empty() {
-                return Err(invalid("read", "file_path must be a non-empty string"));
-            }
-            let offset = args.offset.unwrap_or(1);
-            let limit = args.limit.unwrap_or(limit_cap as u64);
-            if offset < 1 {
-                return Err(invalid("read", "offset must be a positive integer"));
-            }
-            if limit < 1 {
-                return Err(invalid("read", "limit must be a positive integer"));
-            }
-            if limit > limit_cap as u64 {
-                return Err(invalid(
-                    "read",
-                    format!("limit must be less than or equal to {limit_cap}"),
-                ));
-            }
-            let (owner, ws) = sh.who(&cx)?;
-            let signal = cx.signal.clone();
-            blocking(move || {
-                let t = sh
-                    .fs
-                    .resolve(&args.file_path, &ws, Access::Read)
-                    .map_err(|e| fs_failure(&e))?;
-                let caps = WindowCaps {
-                    offset: offset as usize,
-                    limit: limit as usize,
-                    max_line_chars: sh.cfg.read_max_line_length,
-                    max_bytes: sh.cfg.read_max_bytes,
-                };
-                match sh.fs.read_text_with(&t, caps, &signal) {
-                    Ok(out) => {
-                        sh.obs
-                            .record(&owner, &t, Observation::Present(out.observed.clone()));
-                        Ok(ReadValue {
-                            path: t.display_path.clone(),
-                            offset,
-                            lines: out
-                                .window
-                                .lines
-                                .into_iter()
-                                .map(|l| LineValue {
-                                    number: l.number as u64,
-                                    text: l.text,
-                                })
-                                .collect(),
-                            total_lines: out.window.total_lines as u64,
-                        })
-                    }
-                    Err(e) => {
-                        if matches!(sh.fs.stat(&t), Ok(None)) {
-                            sh.obs.record(&owner, &t, Observation::Absent);
-                        }
-                        Err(fs_failure(&e))
-                    }
-                }
-            })
-            .await
-        }
-    })
+    }
 }
 
-fn write_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, ToolsError> {
-    define_tool::<WriteArgs, WriteValue>("write", "Create or fully replace a UTF-8 text file.")
-        .render(|_, v| {
-            let verb = if v.operation == "create" {
-                "Created"
+/// The `write` tool (writes files, target `file_path`, exclusive).
+#[derive(Debug, Clone)]
+pub struct Write(pub Arc<Shared>);
+
+impl Tool for Write {
+    const NAME: &'static str = "write";
+    type Args = WriteArgs;
+    type Output = WriteValue;
+
+    fn description(&self) -> String {
+        "Create or fully replace a UTF-8 text file.".to_owned()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::WRITES_FILES.target("file_path")
+    }
+
+    async fn call(&self, args: WriteArgs, cx: ToolRunContext) -> Result<WriteValue, ToolFailure> {
+        let sh = self.0.clone();
+        if args.file_path.trim().is_empty() {
+            return Err(invalid("write", "file_path must be a non-empty string"));
+        }
+        let (owner, ws) = sh.who(&cx)?;
+        blocking(move || {
+            let t = sh
+                .fs
+                .resolve(&args.file_path, &ws, Access::Write)
+                .map_err(|e| fs_failure(&e))?;
+            let intent = if sh.cfg.require_read_before_write {
+                sh.obs.write_intent(&owner, &t)
             } else {
-                "Updated"
+                WriteIntent::Unconditional
             };
-            vec![ContentBlock::text(format!(
-                "<path>{}</path>\n<type>file</type>\n<content>\n{verb} file\n</content>",
-                v.path
-            ))]
+            let out = sh
+                .fs
+                .write_text(&t, &args.content, &intent)
+                .map_err(|e| fs_failure(&e))?;
+            sh.obs.record(
+                &owner,
+                &t,
+                Observation::Present(Observed {
+                    version: out.version.clone(),
+                    snapshot: snapshot(&out.after),
+                }),
+            );
+            Ok(WriteValue {
+                path: t.display_path.clone(),
+                operation: out.operation.as_str().to_owned(),
+                before: out.before,
+                after: out.after,
+            })
         })
-        .present_call(|a| {
-            Some(json!({
-                "card": "diff",
-                "title": format!("Write {}", a.file_path),
-                "diffs": [{"path": a.file_path, "oldText": null, "newText": a.content}],
-                "locations": [{"path": a.file_path}],
-            }))
-        })
-        .presentation_meta(|_, v| {
-            let diff = v
-                .before
-                .as_deref()
-                .map(|b| text::unified_diff(&v.path, b, &v.after))
-                .unwrap_or_default();
-            Some(json!({"path": v.path, "operation": v.operation, "diff": diff}))
-        })
-        .execute(move |args: WriteArgs, cx| {
-            let sh = sh.clone();
-            async move {
-                if args.file_path.trim().is_empty() {
-                    return Err(invalid("write", "file_path must be a non-empty string"));
-                }
-                let (owner, ws) = sh.who(&cx)?;
-                blocking(move || {
-                    let t = sh
-                        .fs
-                        .resolve(&args.file_path, &ws, Access::Write)
-                        .map_err(|e| fs_failure(&e))?;
-                    let intent = if sh.cfg.require_read_before_write {
-                        sh.obs.write_intent(&owner, &t)
-                    } else {
-                        WriteIntent::Unconditional
-                    };
-                    let out = sh
-                        .fs
-                        .write_text(&t, &args.content, &intent)
-                        .map_err(|e| fs_failure(&e))?;
-                    sh.obs.record(
-                        &owner,
-                        &t,
-                        Observation::Present(Observed {
-                            version: out.version.clone(),
-                            snapshot: snapshot(&out.after),
-                        }),
-                    );
-                    Ok(WriteValue {
-                        path: t.display_path.clone(),
-                        operation: out.operation.as_str().to_owned(),
-                        before: out.before,
-                        after: out.after,
-                    })
-                })
-                .await
-            }
-        })
+        .await
+    }
+
+    fn render(&self, _args: &WriteArgs, v: &WriteValue) -> Vec<ContentBlock> {
+        let verb = if v.operation == "create" {
+            "Created"
+        } else {
+            "Updated"
+        };
+        vec![ContentBlock::text(format!(
+            "<path>{}</path>\n<type>file</type>\n<content>\n{verb} file\n</content>",
+            v.path
+        ))]
+    }
+
+    fn meta(&self, _args: &WriteArgs, v: &WriteValue) -> Option<serde_json::Value> {
+        let diff = v
+            .before
+            .as_deref()
+            .map(|b| text::unified_diff(&v.path, b, &v.after))
+            .unwrap_or_default();
+        Some(json!({"path": v.path, "operation": v.operation, "diff": diff}))
+    }
+
+    fn present_call(&self, a: &WriteArgs) -> Option<serde_json::Value> {
+        Some(json!({
+            "card": "diff",
+            "title": format!("Write {}", a.file_path),
+            "diffs": [{"path": a.file_path, "oldText": null, "newText": a.content}],
+            "locations": [{"path": a.file_path}],
+        }))
+    }
 }
 
 fn snapshot(lf: &str) -> Option<Arc<str>> {
     (lf.len() as u64 <= dsh_fs::SNAPSHOT_MAX_BYTES).then(|| Arc::from(lf))
 }
 
-fn edit_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, ToolsError> {
-    define_tool::<EditArgs, EditValue>(
-        "edit",
-        "Edit an existing UTF-8 text file by replacing literal text.",
-    )
-    .render(|args, v| {
+/// The `edit` tool (writes files, target `file_path`, exclusive).
+#[derive(Debug, Clone)]
+pub struct Edit(pub Arc<Shared>);
+
+impl Tool for Edit {
+    const NAME: &'static str = "edit";
+    type Args = EditArgs;
+    type Output = EditValue;
+
+    fn description(&self) -> String {
+        "Edit an existing UTF-8 text file by replacing literal text.".to_owned()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::WRITES_FILES.target("file_path")
+    }
+
+    async fn call(&self, args: EditArgs, cx: ToolRunContext) -> Result<EditValue, ToolFailure> {
+        let sh = self.0.clone();
+        if args.file_path.trim().is_empty() {
+            return Err(invalid("edit", "file_path must be a non-empty string"));
+        }
+        let (owner, ws) = sh.who(&cx)?;
+        blocking(move || {
+            let t = sh
+                .fs
+                .resolve(&args.file_path, &ws, Access::Write)
+                .map_err(|e| fs_failure(&e))?;
+            let guard = if sh.cfg.require_read_before_write {
+                Some(sh.obs.edit_guard(&owner, &t).map_err(|e| fs_failure(&e))?)
+            } else {
+                None
+            };
+            let req = EditRequest {
+                old_string: args.old_string,
+                new_string: args.new_string,
+                replace_all: args.replace_all.unwrap_or(false),
+            };
+            let out = sh
+                .fs
+                .edit_text(&t, &req, guard.as_ref())
+                .map_err(|e| fs_failure(&e))?;
+            sh.obs.record(
+                &owner,
+                &t,
+                Observation::Present(Observed {
+                    version: out.version.clone(),
+                    snapshot: snapshot(&out.after),
+                }),
+            );
+            Ok(EditValue {
+                path: t.display_path.clone(),
+                before: out.before,
+                after: out.after,
+                replacements: out.replacements as u64,
+            })
+        })
+        .await
+    }
+
+    fn render(&self, args: &EditArgs, v: &EditValue) -> Vec<ContentBlock> {
         let text = if args.replace_all.unwrap_or(false) {
             format!(
                 "The file {} has been updated. All {} occurrences were successfully replaced.",
@@ -451,8 +534,17 @@ fn edit_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
             format!("The file {} has been updated successfully.", v.path)
         };
         vec![ContentBlock::text(text)]
-    })
-    .present_call(|a| {
+    }
+
+    fn meta(&self, _args: &EditArgs, v: &EditValue) -> Option<serde_json::Value> {
+        Some(json!({
+            "path": v.path,
+            "replacements": v.replacements,
+            "diff": text::unified_diff(&v.path, &v.before, &v.after),
+        }))
+    }
+
+    fn present_call(&self, a: &EditArgs) -> Option<serde_json::Value> {
         let old = if a.old_string.is_empty() {
             serde_json::Value::Null
         } else {
@@ -464,58 +556,7 @@ fn edit_tool(sh: Arc<Shared>) -> Result<Arc<dyn dsh_tools::ToolDefinition>, Tool
             "diffs": [{"path": a.file_path, "oldText": old, "newText": a.new_string}],
             "locations": [{"path": a.file_path}],
         }))
-    })
-    .presentation_meta(|_, v| {
-        Some(json!({
-            "path": v.path,
-            "replacements": v.replacements,
-            "diff": text::unified_diff(&v.path, &v.before, &v.after),
-        }))
-    })
-    .execute(move |args: EditArgs, cx| {
-        let sh = sh.clone();
-        async move {
-            if args.file_path.trim().is_empty() {
-                return Err(invalid("edit", "file_path must be a non-empty string"));
-            }
-            let (owner, ws) = sh.who(&cx)?;
-            blocking(move || {
-                let t = sh
-                    .fs
-                    .resolve(&args.file_path, &ws, Access::Write)
-                    .map_err(|e| fs_failure(&e))?;
-                let guard = if sh.cfg.require_read_before_write {
-                    Some(sh.obs.edit_guard(&owner, &t).map_err(|e| fs_failure(&e))?)
-                } else {
-                    None
-                };
-                let req = EditRequest {
-                    old_string: args.old_string,
-                    new_string: args.new_string,
-                    replace_all: args.replace_all.unwrap_or(false),
-                };
-                let out = sh
-                    .fs
-                    .edit_text(&t, &req, guard.as_ref())
-                    .map_err(|e| fs_failure(&e))?;
-                sh.obs.record(
-                    &owner,
-                    &t,
-                    Observation::Present(Observed {
-                        version: out.version.clone(),
-                        snapshot: snapshot(&out.after),
-                    }),
-                );
-                Ok(EditValue {
-                    path: t.display_path.clone(),
-                    before: out.before,
-                    after: out.after,
-                    replacements: out.replacements as u64,
-                })
-            })
-            .await
-        }
-    })
+    }
 }
 
 /// Syntax-highlighting hint from a path's extension (upstream `langFromPath`, same table);

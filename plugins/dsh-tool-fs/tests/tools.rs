@@ -396,3 +396,43 @@ async fn present_call_intents_and_lang() {
     let r = h.call("read", json!({"file_path": "m.py"})).await;
     assert_eq!(r.meta().unwrap()["lang"], json!("py"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn declared_effects_and_snake_case_settings() {
+    use dsh_tool_fs::FsToolsConfig;
+    use dsh_tools::ToolEffects;
+    let h = h().await;
+    let reg = h.kernel.root().require::<ToolRegistry>().unwrap();
+    assert_eq!(
+        reg.effects("read", None),
+        Some(ToolEffects::READ_ONLY.parallel_safe())
+    );
+    for tool in ["write", "edit"] {
+        assert_eq!(
+            reg.effects(tool, None),
+            Some(ToolEffects::WRITES_FILES.target("file_path")),
+            "{tool}"
+        );
+    }
+    // The keys crates/dsh writes.
+    let c: FsToolsConfig = serde_json::from_value(
+        json!({"allow_outside_workspace": true, "allow_read_outside_workspace": true, "read_limit": 10}),
+    )
+    .unwrap();
+    assert_eq!(
+        c,
+        FsToolsConfig {
+            allow_outside_workspace: true,
+            allow_read_outside_workspace: true,
+            read_limit: 10,
+            ..FsToolsConfig::default()
+        }
+    );
+    let e = serde_json::from_value::<FsToolsConfig>(json!({"allowOutsideWorkspace": true}))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("unknown field `allowOutsideWorkspace`"),
+        "{e}"
+    );
+}

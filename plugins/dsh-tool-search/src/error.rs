@@ -1,6 +1,6 @@
 //! The crate's error type, with stable `code()`s.
 //!
-//! Spec: `../shared/spec/tools.md` (tool errors become `isError` results carrying a code).
+//! Behaviour notes: `docs/tools.md` (tool errors become `isError` results carrying a code).
 
 /// Errors of `dsh-tool-search`.
 #[derive(Debug, thiserror::Error)]

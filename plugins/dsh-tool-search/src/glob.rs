@@ -6,7 +6,7 @@
 //! basename at any depth (`*.rs`, `*`), one with `/` is anchored at the search directory
 //! (`src/**/*.rs`); `*` never crosses `/`, `**` does.
 //!
-//! Spec: upstream `packages/fs/tool-fs-search/src/glob.ts` — parameters `{pattern, path?}`,
+//! Behaviour notes: `docs/tools.md` ("Search tools") — parameters `{pattern, path?}`,
 //! `--files --no-ignore --hidden` with VCS excludes, cap 100, `No files found`, an over-cap
 //! note. Ordering note: upstream passes `--sort=modified`, which is ripgrep's ascending order;
 //! dsh shows newest first as the issue asks (see the report).

@@ -3,7 +3,7 @@
 //! directories are always excluded) with exact totals, a deterministic result (sorted by path,
 //! then line) and bounded memory (only the matches that can be shown are kept).
 //!
-//! Spec: upstream `packages/fs/tool-fs-search/src/grep.ts` — parameters `{pattern, path?,
+//! Behaviour notes: `docs/tools.md` ("Search tools") — parameters `{pattern, path?,
 //! include?}`, one positive include glob (rg `--glob` semantics), defaults 250 matches and 2000
 //! bytes per line preview, output `Found N matches` grouped by file as `Line N: text`,
 //! `No matches found`, non-UTF-8 lines shown as `(line is not valid UTF-8)`.

@@ -3,8 +3,8 @@
 //! `grep-searcher`) with parallel directory walking. Both are read-only and parallel-safe;
 //! paths resolve against the workspace root and may not escape it.
 //!
-//! Spec: `../shared/spec/tools.md`; upstream `packages/fs/tool-fs-search` (parameters, caps,
-//! output wording).
+//! Behaviour notes and upstream sources (parameters, caps, output wording): `docs/tools.md`
+//! ("Search tools").
 
 mod error;
 pub mod glob;
@@ -32,4 +32,4 @@ pub fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = SearchConfig, start = apply }

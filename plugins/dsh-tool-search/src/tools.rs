@@ -1,10 +1,10 @@
-//! The model-facing `grep` and `glob` tools (both parallel-safe), built with the typed DSL of
-//! `dsh-tools`. The workspace root of a call is the caller's session `cwd`, else the configured
-//! `root`, else the process's current directory. Searches run on the blocking pool; the call's
-//! cancellation stops the walk (`ABORTED`).
+//! The model-facing `grep` and `glob` tools ([`Grep`], [`Glob`]: [`dsh_tools::Tool`]s declared
+//! read-only and parallel-safe). The workspace root of a call is the caller's session `cwd`,
+//! else the configured `root`, else the process's current directory. Searches run on the
+//! blocking pool; the call's cancellation stops the walk (`ABORTED`).
 //!
-//! Spec: `../shared/spec/tools.md`; upstream `packages/fs/tool-fs-search` (names, parameters,
-//! caps 250 matches / 2000 bytes per line / 100 paths, wording).
+//! Names, parameters, caps (250 matches / 2000 bytes per line / 100 paths) and wording follow
+//! upstream: `docs/tools.md` ("Search tools").
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use dsh_kernel::{Context, Registration};
 use dsh_llm::ContentBlock;
-use dsh_tools::{ToolFailure, ToolRegistry, ToolRunContext, ToolsError, define_tool};
+use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRegistry, ToolRunContext, ToolsError};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SearchError;
@@ -22,9 +22,11 @@ use crate::grep::{
 };
 use crate::paths;
 
-/// Plugin configuration (settings section `dsh-tool-search`, JSON camelCase, all optional).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// Plugin configuration (settings section `dsh-tool-search`, snake_case keys, all optional,
+/// unknown keys rejected): `root`, `grep_max_matches`, `grep_max_line_bytes`,
+/// `glob_max_results`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
     /// Workspace root when the caller has no session `cwd` (default: the process cwd).
     pub root: Option<PathBuf>,
@@ -87,6 +89,87 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
+/// The `grep` tool over a shared [`SearchConfig`].
+#[derive(Debug, Clone)]
+pub struct Grep {
+    /// Caps and fallback root.
+    pub cfg: Arc<SearchConfig>,
+}
+
+impl Tool for Grep {
+    const NAME: &'static str = "grep";
+    type Args = GrepRequest;
+    type Output = GrepOutput;
+
+    fn description(&self) -> String {
+        format!(
+            "Search file contents with a ripgrep regular expression. Returns matching lines with line \
+             numbers, grouped by file, in path order. Respects .gitignore and skips hidden and binary \
+             files. Returns the first {} matches inline and says how many more exist. Use read on a \
+             matched file for surrounding context.",
+            self.cfg.grep_max_matches
+        )
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY.parallel_safe()
+    }
+
+    async fn call(&self, args: GrepRequest, cx: ToolRunContext) -> Result<GrepOutput, ToolFailure> {
+        let root = workspace_root(&self.cfg, &cx)?;
+        let opts = GrepOptions {
+            max_matches: self.cfg.grep_max_matches,
+            max_line_bytes: self.cfg.grep_max_line_bytes,
+            threads: 0,
+        };
+        blocking(&cx, move |flag| grep::grep(&root, &args, &opts, Some(flag))).await
+    }
+
+    fn render(&self, _args: &GrepRequest, out: &GrepOutput) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(grep::render(out))]
+    }
+}
+
+/// The `glob` tool over a shared [`SearchConfig`].
+#[derive(Debug, Clone)]
+pub struct Glob {
+    /// Caps and fallback root.
+    pub cfg: Arc<SearchConfig>,
+}
+
+impl Tool for Glob {
+    const NAME: &'static str = "glob";
+    type Args = GlobRequest;
+    type Output = GlobOutput;
+
+    fn description(&self) -> String {
+        format!(
+            "Find files whose paths match a glob pattern. Returns matching file paths — never \
+             directories — including hidden and ignored files (VCS metadata directories are \
+             excluded), newest modification time first. Up to {} paths are returned; a larger \
+             result says how many exist.",
+            self.cfg.glob_max_results
+        )
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY.parallel_safe()
+    }
+
+    async fn call(&self, args: GlobRequest, cx: ToolRunContext) -> Result<GlobOutput, ToolFailure> {
+        let root = workspace_root(&self.cfg, &cx)?;
+        let opts = GlobOptions {
+            max_results: self.cfg.glob_max_results,
+            threads: 0,
+        };
+        blocking(&cx, move |flag| glob::glob(&root, &args, &opts, Some(flag))).await
+    }
+
+    fn render(&self, _args: &GlobRequest, out: &GlobOutput) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(glob::render(out))]
+    }
+}
+
 /// Registers `grep` and `glob` through `ctx` (global when untagged).
 ///
 /// # Errors
@@ -97,53 +180,8 @@ pub fn register_tools(
     cfg: SearchConfig,
 ) -> Result<Vec<Registration>, ToolsError> {
     let cfg = Arc::new(cfg);
-    let c = cfg.clone();
-    let grep_tool = define_tool::<GrepRequest, GrepOutput>(
-        "grep",
-        format!(
-            "Search file contents with a ripgrep regular expression. Returns matching lines with line \
-             numbers, grouped by file, in path order. Respects .gitignore and skips hidden and binary \
-             files. Returns the first {} matches inline and says how many more exist. Use read on a \
-             matched file for surrounding context.",
-            cfg.grep_max_matches
-        ),
-    )
-    .render(|_, out| vec![ContentBlock::text(grep::render(out))])
-    .always_concurrency_safe()
-    .execute(move |args: GrepRequest, cx: ToolRunContext| {
-        let c = c.clone();
-        async move {
-            let root = workspace_root(&c, &cx)?;
-            let opts = GrepOptions { max_matches: c.grep_max_matches, max_line_bytes: c.grep_max_line_bytes, threads: 0 };
-            blocking(&cx, move |flag| grep::grep(&root, &args, &opts, Some(flag))).await
-        }
-    })?;
-    let c = cfg.clone();
-    let glob_tool = define_tool::<GlobRequest, GlobOutput>(
-        "glob",
-        format!(
-            "Find files whose paths match a glob pattern. Returns matching file paths — never \
-             directories — including hidden and ignored files (VCS metadata directories are \
-             excluded), newest modification time first. Up to {} paths are returned; a larger \
-             result says how many exist.",
-            cfg.glob_max_results
-        ),
-    )
-    .render(|_, out| vec![ContentBlock::text(glob::render(out))])
-    .always_concurrency_safe()
-    .execute(move |args: GlobRequest, cx: ToolRunContext| {
-        let c = c.clone();
-        async move {
-            let root = workspace_root(&c, &cx)?;
-            let opts = GlobOptions {
-                max_results: c.glob_max_results,
-                threads: 0,
-            };
-            blocking(&cx, move |flag| glob::glob(&root, &args, &opts, Some(flag))).await
-        }
-    })?;
     Ok(vec![
-        registry.register(ctx, grep_tool)?,
-        registry.register(ctx, glob_tool)?,
+        registry.register_tool(ctx, Grep { cfg: cfg.clone() })?,
+        registry.register_tool(ctx, Glob { cfg })?,
     ])
 }

@@ -114,3 +114,24 @@ async fn plugin_boot_registers_grep_and_glob() {
     );
     kernel.dispose().await;
 }
+
+#[test]
+fn declared_effects_and_snake_case_settings() {
+    use dsh_tools::ToolEffects;
+    let kernel = Kernel::new();
+    let reg = ToolRegistry::new(kernel.root().clone());
+    for r in register_tools(kernel.root(), &reg, SearchConfig::default()).unwrap() {
+        r.detach();
+    }
+    for tool in ["grep", "glob"] {
+        assert_eq!(
+            reg.effects(tool, None),
+            Some(ToolEffects::READ_ONLY.parallel_safe()),
+            "{tool}"
+        );
+    }
+    let c: SearchConfig = serde_json::from_value(json!({"grep_max_matches": 5})).unwrap();
+    assert_eq!(c.grep_max_matches, 5);
+    assert_eq!(c.glob_max_results, SearchConfig::default().glob_max_results);
+    assert!(serde_json::from_value::<SearchConfig>(json!({"grepMaxMatches": 5})).is_err());
+}

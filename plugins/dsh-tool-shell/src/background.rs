@@ -1,7 +1,7 @@
 //! Background bash jobs: a [`BackgroundProcess`] registered with the [`JobService`] as a job of
 //! kind `bash` labelled with its command.
 //!
-//! Spec: upstream `tool-bash/src/background.ts` (outcome mapping: a signal-killed or cancelled
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools"; outcome mapping: a signal-killed or cancelled
 //! process is `killed` with detail `signal: <SIG>`; anything else is `completed` with detail
 //! `exit code: <n>` — a non-zero exit is reported, not failed).
 

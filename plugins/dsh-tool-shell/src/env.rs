@@ -2,7 +2,7 @@
 //! ambient `DSH_*`, then model-friendly terminal overrides, then caller entries, then managed
 //! `DSH_*` facts (upstream order: scrubbed ambient → `env` → `dshEnv`).
 //!
-//! Spec: `../shared/spec/others.md` (Shell: "Env order"); the scrub pattern is upstream's
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools": env order); the scrub pattern is upstream's
 //! `SENSITIVE_ENV_PATTERN` (`KEY|PASSWORD|SECRET|TOKEN`, case-insensitive) plus `PASSWD` and
 //! `CREDENTIAL`. `PATH`, `HOME`, `LANG`/`LC_*`, `USER`, `SHELL`, proxies and everything else that
 //! does not look like a credential survive; `TERM` is forced to `dumb`.

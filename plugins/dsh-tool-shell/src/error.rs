@@ -1,7 +1,8 @@
 //! The crate's error type: every failure of the shell runner, the job service and the tools,
 //! each with a stable `code()`.
 //!
-//! Spec: `../shared/spec/others.md` (Shell / jobs); codes follow upstream's `SHELL_*`/job wording.
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools"); codes follow upstream's
+//! `SHELL_*`/job wording.
 
 /// Errors of `dsh-tool-shell`.
 #[derive(Debug, thiserror::Error)]

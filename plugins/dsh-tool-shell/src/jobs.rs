@@ -4,9 +4,9 @@
 //! jobs). The service itself is producer-agnostic: a producer supplies a [`JobWork`] (read /
 //! cancel) and a completion future.
 //!
-//! Spec: `../shared/spec/others.md` (jobs: `JobStart {kind, label, outputLimitBytes?, owner?,
-//! run}`, owner disposal cancels and awaits); upstream `jobs-local` (per-owner limit 10, access
-//! fence: an owned job is reachable only by its owner) and `tool-jobs` (snapshot shape).
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools": `JobStart {kind, label,
+//! outputLimitBytes?, owner?, run}`, owner disposal cancels and awaits, per-owner limit 10,
+//! access fence — an owned job is reachable only by its owner — and the snapshot shape).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

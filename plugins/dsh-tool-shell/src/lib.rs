@@ -1,12 +1,11 @@
 //! The bash tool family of dsh: a local bash executor ([`ShellExecutor`]) that runs every
 //! command in its own process group with a scrubbed environment, `/dev/null` stdin, bounded
 //! head+tail output capture, a capped timeout and cancellation that terminate the whole group;
-//! a background job service ([`JobService`]); and the model-facing tools `bash`, `job_output`
-//! and `job_kill`.
+//! a background job service ([`JobService`]); and the model-facing tools `bash`, `job_output`,
+//! `job_kill` and `job_list` ([`dsh_tools::Tool`]s with declared effects, see [`tools`]).
 //!
-//! Spec: `../shared/spec/others.md` (Shell / jobs), `../shared/spec/tools.md`,
-//! `../shared/bugcases.md` BC-18, BC-19, BC-20, BC-22. Upstream: `packages/shell/tool-bash`,
-//! `packages/shell/bash-local`, `packages/jobs/*`.
+//! Behaviour notes, bug cases (BC-18, BC-19, BC-20, BC-22) and upstream sources:
+//! `docs/tools.md` ("Shell and job tools").
 
 pub mod background;
 pub mod capture;
@@ -59,4 +58,4 @@ pub fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = ShellConfig, start = apply }

@@ -15,8 +15,9 @@
 //!    still hold the pipes (processes that left the group, e.g. via `setsid`) are reported in
 //!    `leftoverPids` and reading stops.
 //!
-//! Spec: `../shared/spec/others.md` (Shell), `../shared/bugcases.md` BC-18..BC-22; defaults are
-//! upstream `bash-local`'s (`timeoutMs` 120 000, `maxTimeoutMs` 600 000, `maxOutputBytes` 64 000).
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools", bug cases BC-18..BC-22); defaults
+//! are upstream's local bash executor's (timeout 120 000 ms, cap 600 000 ms, 64 000 output
+//! bytes).
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
@@ -36,10 +37,10 @@ use crate::env;
 use crate::error::ShellError;
 use crate::proc;
 
-/// Executor configuration (settings section `dsh-tool-shell`, JSON camelCase; every field
-/// optional, defaults below).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// Executor configuration (settings section `dsh-tool-shell`, snake_case keys; every field
+/// optional, defaults below; unknown keys are rejected).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct ShellConfig {
     /// Default working directory; `None` = the process's current directory.
     pub cwd: Option<PathBuf>,
@@ -80,7 +81,7 @@ pub struct ShellExecRequest {
     pub command: String,
     /// Working directory; relative paths resolve against the configured cwd.
     pub workdir: Option<PathBuf>,
-    /// Timeout (ms, positive, finite); capped at `maxTimeoutMs`.
+    /// Timeout (ms, positive, finite); capped at `max_timeout_ms`.
     pub timeout_ms: Option<f64>,
     /// Stdout cap override (bytes) for trusted in-process callers.
     pub stdout_max_bytes: Option<usize>,

@@ -1,13 +1,15 @@
-//! The model-facing tools: `bash` (exclusive), `job_output`, `job_kill` and `job_list`, built
-//! with the typed DSL of `dsh-tools` over [`ShellExecutor`] and [`JobService`].
+//! The model-facing tools, each a [`dsh_tools::Tool`] over [`ShellExecutor`] and
+//! [`JobService`]: [`Bash`] (`bash`, runs commands, exclusive, target `workdir`),
+//! [`JobOutput`] (`job_output`, read-only), [`JobKill`] (`job_kill`, other effects) and
+//! [`JobList`] (`job_list`, read-only, parallel-safe).
 //!
-//! Spec: `../shared/spec/tools.md`; upstream `packages/shell/tool-bash` (parameters `command`,
-//! `description`, `timeoutMs?`, `workdir?`, `run_in_background?`; output union
-//! `{kind: background, jobId}` | `{kind: foreground, …ShellRunResult}`; background
-//! acknowledgement `started background job <id>`; aborted runs fail with `ABORTED`) and
-//! `packages/jobs/tool-jobs` (`job_output {job_id, wait?, timeout_ms?}` → `{text, job}` rendered
-//! as the text, or `(no new output)`, then `[status: …]`; `job_kill {job_id, reason?}` →
-//! `{outcome: cancellation-requested | already-finished, job}`; wait default 30 s, cap 10 min).
+//! Parameters, output shapes and texts follow upstream (`docs/tools.md`, "Shell and job
+//! tools"): `bash {command, description, timeoutMs?, workdir?, run_in_background?}` → a
+//! `{kind: background, jobId}` | `{kind: foreground, …ShellRunResult}` union, acknowledged as
+//! `started background job <id>`, aborted runs failing with `ABORTED`;
+//! `job_output {job_id, wait?, timeout_ms?}` → `{text, job}` rendered as the text, or
+//! `(no new output)`, then `[status: …]`; `job_kill {job_id, reason?}` →
+//! `{outcome: cancellation-requested | already-finished, job}`; wait default 30 s, cap 10 min.
 //!
 //! Differences from upstream, on purpose: `exitCode`/`signal` are omitted from the value instead
 //! of `null` (the enforced schema subset has no nullable types), and the foreground value adds
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use dsh_kernel::{Context, Registration};
 use dsh_llm::ContentBlock;
-use dsh_tools::{ToolFailure, ToolRegistry, ToolRunContext, ToolsError, define_tool};
+use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRegistry, ToolRunContext, ToolsError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -218,107 +220,203 @@ Non-zero exits are reported as `[exit code: N]`. Long output keeps its head and 
 marker giving the omitted amount. Set `run_in_background: true` for long-running commands: the \
 call returns a job id immediately; read its output with `job_output` and stop it with `job_kill`.";
 
-/// Registers `bash`, `job_output`, `job_kill` and `job_list` through `ctx` (global when `ctx`
-/// is untagged). Returns the registrations (bound to `ctx`).
-///
-/// # Errors
-/// [`ToolsError`] from building or registering a tool (schema outside the subset, duplicate).
-pub fn register_tools(
-    ctx: &Context,
-    registry: &ToolRegistry,
-    executor: Arc<ShellExecutor>,
-    jobs: Arc<JobService>,
-) -> Result<Vec<Registration>, ToolsError> {
-    let background_enabled = executor.config().enable_run_in_background;
-    let (ex, js) = (executor.clone(), jobs.clone());
-    let bash = define_tool::<BashArgs, BashOutput>("bash", BASH_DESCRIPTION)
-        .render(|_, out| vec![ContentBlock::text(out.render())])
-        .execute(move |args: BashArgs, cx: ToolRunContext| {
-            let (ex, js) = (ex.clone(), js.clone());
-            async move {
-                if args.command.trim().is_empty() {
-                    return Err(ToolFailure::message("invalid command: expected a non-empty string"));
-                }
-                if args.description.trim().is_empty() {
-                    return Err(ToolFailure::message("invalid description: expected a non-empty string"));
-                }
-                let base = session_cwd(&cx);
-                let workdir = resolve_workdir(base.as_deref(), args.workdir.as_deref());
-                let req = ShellExecRequest {
-                    command: args.command,
-                    workdir,
-                    timeout_ms: args.timeout_ms,
-                    ..ShellExecRequest::default()
-                };
-                let spec = ex.resolve(req).map_err(|e| fail(&e))?;
-                if args.run_in_background == Some(true) {
-                    if !background_enabled {
-                        return Err(ToolFailure::message(
-                            "run_in_background is disabled for this deployment (enableRunInBackground: false)",
-                        ));
-                    }
-                    if cx.signal.is_cancelled() {
-                        return Err(ToolsError::Aborted.into());
-                    }
-                    let owner = cx.exec.caller.as_ref().map(|c| c.ctx.clone());
-                    let id = start_bash_job(&ex, &js, &spec, owner).map_err(|e| fail(&e))?;
-                    return Ok(BashOutput::Background { job_id: id });
-                }
-                let result = ex.run(&spec, cx.signal.clone()).await.map_err(|e| fail(&e))?;
-                if result.aborted {
-                    return Err(ToolsError::Aborted.into());
-                }
-                Ok(BashOutput::foreground(result))
-            }
-        })?;
+/// The `bash` tool.
+#[derive(Debug, Clone)]
+pub struct Bash {
+    /// Runs foreground commands and spawns background ones.
+    pub executor: Arc<ShellExecutor>,
+    /// Where background runs are tracked.
+    pub jobs: Arc<JobService>,
+}
 
-    let js = jobs.clone();
-    let job_output = define_tool::<JobOutputArgs, JobOutputValue>(
-        "job_output",
+impl Tool for Bash {
+    const NAME: &'static str = "bash";
+    type Args = BashArgs;
+    type Output = BashOutput;
+
+    fn description(&self) -> String {
+        BASH_DESCRIPTION.to_owned()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::RUNS_COMMANDS.target("workdir")
+    }
+
+    async fn call(&self, args: BashArgs, cx: ToolRunContext) -> Result<BashOutput, ToolFailure> {
+        if args.command.trim().is_empty() {
+            return Err(ToolFailure::message(
+                "invalid command: expected a non-empty string",
+            ));
+        }
+        if args.description.trim().is_empty() {
+            return Err(ToolFailure::message(
+                "invalid description: expected a non-empty string",
+            ));
+        }
+        let base = session_cwd(&cx);
+        let workdir = resolve_workdir(base.as_deref(), args.workdir.as_deref());
+        let req = ShellExecRequest {
+            command: args.command,
+            workdir,
+            timeout_ms: args.timeout_ms,
+            ..ShellExecRequest::default()
+        };
+        let ex = &self.executor;
+        let spec = ex.resolve(req).map_err(|e| fail(&e))?;
+        if args.run_in_background == Some(true) {
+            if !ex.config().enable_run_in_background {
+                return Err(ToolFailure::message(
+                    "run_in_background is disabled for this deployment (enable_run_in_background: false)",
+                ));
+            }
+            if cx.signal.is_cancelled() {
+                return Err(ToolsError::Aborted.into());
+            }
+            let owner = cx.exec.caller.as_ref().map(|c| c.ctx.clone());
+            let id = start_bash_job(ex, &self.jobs, &spec, owner).map_err(|e| fail(&e))?;
+            return Ok(BashOutput::Background { job_id: id });
+        }
+        let result = ex
+            .run(&spec, cx.signal.clone())
+            .await
+            .map_err(|e| fail(&e))?;
+        if result.aborted {
+            return Err(ToolsError::Aborted.into());
+        }
+        Ok(BashOutput::foreground(result))
+    }
+
+    fn render(&self, _args: &BashArgs, out: &BashOutput) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(out.render())]
+    }
+}
+
+/// The `job_output` tool.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    /// The job service read from.
+    pub jobs: Arc<JobService>,
+}
+
+impl Tool for JobOutput {
+    const NAME: &'static str = "job_output";
+    type Args = JobOutputArgs;
+    type Output = JobOutputValue;
+
+    fn description(&self) -> String {
         "Read what a background job wrote since your last read of it; the reply always ends \
          with a `[status: ...]` line. Returns at once unless `wait: true`, which blocks until \
-         the job finishes or the wait times out.",
-    )
-    .render(|_, v| {
-        let body = if v.text.is_empty() { "(no new output)" } else { v.text.as_str() };
-        let sep = if body.ends_with('\n') { "" } else { "\n" };
-        vec![ContentBlock::text(format!("{body}{sep}{}", status_line(&v.job)))]
-    })
-    .execute(move |args: JobOutputArgs, cx: ToolRunContext| {
-        let js = js.clone();
-        async move {
-            if args.job_id.is_empty() {
-                return Err(ToolFailure::message("invalid job_id: expected a non-empty string, got \"\""));
-            }
-            let key = cx.exec.key().cloned();
-            if args.wait == Some(true) {
-                let ms = match args.timeout_ms {
-                    None => JOB_WAIT_DEFAULT_MS,
-                    Some(t) if t.is_finite() && t > 0.0 => (t.ceil() as u64).min(JOB_WAIT_MAX_MS),
-                    Some(t) => {
-                        return Err(ToolFailure::message(format!(
-                            "invalid wait timeout: expected a positive number of milliseconds, got {t}"
-                        )));
-                    }
-                };
-                match js.wait(&args.job_id, Duration::from_millis(ms), key.as_ref(), &cx.signal).await {
-                    Ok(_) => {}
-                    Err(ShellError::WaitAborted) => return Err(ToolsError::Aborted.into()),
-                    Err(e) => return Err(fail(&e)),
-                }
-            }
-            let (text, job) = js.read(&args.job_id, key.as_ref()).map_err(|e| fail(&e))?;
-            Ok(JobOutputValue { text, job })
-        }
-    })?;
+         the job finishes or the wait times out."
+            .to_owned()
+    }
 
-    let js = jobs.clone();
-    let job_kill = define_tool::<JobKillArgs, JobKillValue>(
-        "job_kill",
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY
+    }
+
+    async fn call(
+        &self,
+        args: JobOutputArgs,
+        cx: ToolRunContext,
+    ) -> Result<JobOutputValue, ToolFailure> {
+        if args.job_id.is_empty() {
+            return Err(ToolFailure::message(
+                "invalid job_id: expected a non-empty string, got \"\"",
+            ));
+        }
+        let key = cx.exec.key().cloned();
+        if args.wait == Some(true) {
+            let ms = match args.timeout_ms {
+                None => JOB_WAIT_DEFAULT_MS,
+                Some(t) if t.is_finite() && t > 0.0 => (t.ceil() as u64).min(JOB_WAIT_MAX_MS),
+                Some(t) => {
+                    return Err(ToolFailure::message(format!(
+                        "invalid wait timeout: expected a positive number of milliseconds, got {t}"
+                    )));
+                }
+            };
+            let wait = Duration::from_millis(ms);
+            match self
+                .jobs
+                .wait(&args.job_id, wait, key.as_ref(), &cx.signal)
+                .await
+            {
+                Ok(_) => {}
+                Err(ShellError::WaitAborted) => return Err(ToolsError::Aborted.into()),
+                Err(e) => return Err(fail(&e)),
+            }
+        }
+        let (text, job) = self
+            .jobs
+            .read(&args.job_id, key.as_ref())
+            .map_err(|e| fail(&e))?;
+        Ok(JobOutputValue { text, job })
+    }
+
+    fn render(&self, _args: &JobOutputArgs, v: &JobOutputValue) -> Vec<ContentBlock> {
+        let body = if v.text.is_empty() {
+            "(no new output)"
+        } else {
+            v.text.as_str()
+        };
+        let sep = if body.ends_with('\n') { "" } else { "\n" };
+        vec![ContentBlock::text(format!(
+            "{body}{sep}{}",
+            status_line(&v.job)
+        ))]
+    }
+}
+
+/// The `job_kill` tool.
+#[derive(Debug, Clone)]
+pub struct JobKill {
+    /// The job service whose jobs are stopped.
+    pub jobs: Arc<JobService>,
+}
+
+impl Tool for JobKill {
+    const NAME: &'static str = "job_kill";
+    type Args = JobKillArgs;
+    type Output = JobKillValue;
+
+    fn description(&self) -> String {
         "Stop a running background job by id. Returns at once; the job's status becomes \
-         killed when its processes have actually exited.",
-    )
-    .render(|_, v| {
+         killed when its processes have actually exited."
+            .to_owned()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::OTHER
+    }
+
+    async fn call(
+        &self,
+        args: JobKillArgs,
+        cx: ToolRunContext,
+    ) -> Result<JobKillValue, ToolFailure> {
+        if args.job_id.is_empty() {
+            return Err(ToolFailure::message(
+                "invalid job_id: expected a non-empty string, got \"\"",
+            ));
+        }
+        let key = cx.exec.key().cloned();
+        let requested = self
+            .jobs
+            .kill(&args.job_id, key.as_ref(), args.reason.as_deref())
+            .map_err(|e| fail(&e))?;
+        let job = self
+            .jobs
+            .get(&args.job_id, key.as_ref())
+            .map_err(|e| fail(&e))?;
+        let outcome = if requested {
+            KillOutcome::CancellationRequested
+        } else {
+            KillOutcome::AlreadyFinished
+        };
+        Ok(JobKillValue { outcome, job })
+    }
+
+    fn render(&self, _args: &JobKillArgs, v: &JobKillValue) -> Vec<ContentBlock> {
         vec![ContentBlock::text(match v.outcome {
             KillOutcome::AlreadyFinished => {
                 format!(
@@ -331,35 +429,39 @@ pub fn register_tools(
                 format!("requested cancellation of job {}", v.job.id)
             }
         })]
-    })
-    .execute(move |args: JobKillArgs, cx: ToolRunContext| {
-        let js = js.clone();
-        async move {
-            if args.job_id.is_empty() {
-                return Err(ToolFailure::message(
-                    "invalid job_id: expected a non-empty string, got \"\"",
-                ));
-            }
-            let key = cx.exec.key().cloned();
-            let requested = js
-                .kill(&args.job_id, key.as_ref(), args.reason.as_deref())
-                .map_err(|e| fail(&e))?;
-            let job = js.get(&args.job_id, key.as_ref()).map_err(|e| fail(&e))?;
-            let outcome = if requested {
-                KillOutcome::CancellationRequested
-            } else {
-                KillOutcome::AlreadyFinished
-            };
-            Ok(JobKillValue { outcome, job })
-        }
-    })?;
+    }
+}
 
-    let js = jobs;
-    let job_list = define_tool::<JobListArgs, Vec<JobSnapshot>>(
-        "job_list",
-        "Show the background jobs you started (running and finished): id, kind, status and label.",
-    )
-    .render(|_, jobs| {
+/// The `job_list` tool.
+#[derive(Debug, Clone)]
+pub struct JobList {
+    /// The job service listed.
+    pub jobs: Arc<JobService>,
+}
+
+impl Tool for JobList {
+    const NAME: &'static str = "job_list";
+    type Args = JobListArgs;
+    type Output = Vec<JobSnapshot>;
+
+    fn description(&self) -> String {
+        "Show the background jobs you started (running and finished): id, kind, status and label."
+            .to_owned()
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY.parallel_safe()
+    }
+
+    async fn call(
+        &self,
+        _args: JobListArgs,
+        cx: ToolRunContext,
+    ) -> Result<Vec<JobSnapshot>, ToolFailure> {
+        Ok(self.jobs.list(cx.exec.key()))
+    }
+
+    fn render(&self, _args: &JobListArgs, jobs: &Vec<JobSnapshot>) -> Vec<ContentBlock> {
         let text = if jobs.is_empty() {
             "(no background jobs)".to_string()
         } else {
@@ -369,16 +471,30 @@ pub fn register_tools(
                 .join("\n")
         };
         vec![ContentBlock::text(text)]
-    })
-    .always_concurrency_safe()
-    .execute(move |_: JobListArgs, cx: ToolRunContext| {
-        let js = js.clone();
-        async move { Ok(js.list(cx.exec.key())) }
-    })?;
-
-    let mut regs = Vec::new();
-    for def in [bash, job_output, job_kill, job_list] {
-        regs.push(registry.register(ctx, def)?);
     }
-    Ok(regs)
+}
+
+/// Registers `bash`, `job_output`, `job_kill` and `job_list` through `ctx` (global when `ctx`
+/// is untagged). Returns the registrations (bound to `ctx`).
+///
+/// # Errors
+/// [`ToolsError`] from building or registering a tool (schema outside the subset, duplicate).
+pub fn register_tools(
+    ctx: &Context,
+    registry: &ToolRegistry,
+    executor: Arc<ShellExecutor>,
+    jobs: Arc<JobService>,
+) -> Result<Vec<Registration>, ToolsError> {
+    Ok(vec![
+        registry.register_tool(
+            ctx,
+            Bash {
+                executor,
+                jobs: jobs.clone(),
+            },
+        )?,
+        registry.register_tool(ctx, JobOutput { jobs: jobs.clone() })?,
+        registry.register_tool(ctx, JobKill { jobs: jobs.clone() })?,
+        registry.register_tool(ctx, JobList { jobs })?,
+    ])
 }

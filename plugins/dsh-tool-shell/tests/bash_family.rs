@@ -1,4 +1,4 @@
-//! Bash-family bug cases (`../shared/bugcases.md` BC-18, BC-19, BC-20, BC-22) and the basic
+//! Bash-family bug cases (BC-18, BC-19, BC-20, BC-22; see `docs/tools.md`) and the basic
 //! contract of the executor: exit codes, signals, closed stdin, lossy UTF-8, output caps,
 //! process-group cleanup, timeouts, cancellation and escaped processes.
 //!

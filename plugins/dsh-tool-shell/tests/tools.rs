@@ -340,3 +340,29 @@ async fn plugin_boot_registers_the_tools() {
     assert!(kernel.root().get::<JobService>().is_some());
     kernel.dispose().await;
 }
+
+#[test]
+fn declared_effects_and_snake_case_settings() {
+    use dsh_tools::ToolEffects;
+    let fx = setup();
+    let e = |name: &str| fx.registry.effects(name, None);
+    assert_eq!(
+        e("bash"),
+        Some(ToolEffects::RUNS_COMMANDS.target("workdir"))
+    );
+    assert_eq!(e("job_output"), Some(ToolEffects::READ_ONLY));
+    assert_eq!(e("job_kill"), Some(ToolEffects::OTHER));
+    assert_eq!(e("job_list"), Some(ToolEffects::READ_ONLY.parallel_safe()));
+    let c: ShellConfig =
+        serde_json::from_value(json!({"timeout_ms": 1000, "enable_run_in_background": false}))
+            .unwrap();
+    assert_eq!(
+        c,
+        ShellConfig {
+            timeout_ms: 1000,
+            enable_run_in_background: false,
+            ..ShellConfig::default()
+        }
+    );
+    assert!(serde_json::from_value::<ShellConfig>(json!({"timeoutMs": 1000})).is_err());
+}

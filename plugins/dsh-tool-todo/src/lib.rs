@@ -6,7 +6,7 @@
 //! Validation (errors are typed results, code `INVALID_TODOS`, name `TodoError`): each
 //! `content` is trimmed and must be non-empty and unique; `status` is `pending | in_progress |
 //! completed` (enforced by the schema, `INVALID_ARGS` otherwise); at most one item may be
-//! `in_progress` unless the setting `allowParallelInProgress` (section `dsh-tool-todo`,
+//! `in_progress` unless the setting `allow_parallel_in_progress` (section `dsh-tool-todo`,
 //! default false) is true. A call without an agent session fails with `NO_SESSION`.
 //!
 //! Result text: `Updated todo list: <p> pending, <i> in progress, <c> completed.`; value
@@ -20,7 +20,7 @@ use dsh_llm::ContentBlock;
 use dsh_session::{
     EventData, EventType, Session, SessionEvent, TodoItem, TodoStatus, TodoWriteData,
 };
-use dsh_tools::{ToolFailure, ToolRegistry, define_tool};
+use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRunContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -58,9 +58,10 @@ impl From<TodoError> for ToolFailure {
     }
 }
 
-/// Settings (section `dsh-tool-todo`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+/// Settings (section `dsh-tool-todo`, snake_case keys, unknown keys rejected):
+/// `{"allow_parallel_in_progress": bool}` (default false).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct TodoConfig {
     /// Allow several `in_progress` items at once.
     pub allow_parallel_in_progress: bool,
@@ -238,53 +239,85 @@ pub fn description(allow_parallel: bool) -> String {
     )
 }
 
+/// The `todo_write` tool: validates the whole list, appends `todo/write` to the caller's
+/// session and remembers it in [`TodoLists`]. Declared [`ToolEffects::READ_ONLY`] (it only
+/// records the agent's own task list) and exclusive.
+#[derive(Debug)]
+pub struct TodoWrite {
+    /// Where the latest list per session is kept.
+    pub lists: Arc<TodoLists>,
+    /// Allow several `in_progress` items at once.
+    pub allow_parallel: bool,
+}
+
+impl Tool for TodoWrite {
+    const NAME: &'static str = "todo_write";
+    type Args = TodoWriteArgs;
+    type Output = TodoWriteValue;
+
+    fn description(&self) -> String {
+        description(self.allow_parallel)
+    }
+
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY
+    }
+
+    async fn call(
+        &self,
+        args: TodoWriteArgs,
+        cx: ToolRunContext,
+    ) -> Result<TodoWriteValue, ToolFailure> {
+        let todos = validate(&args.todos, self.allow_parallel)?;
+        let caller = cx.exec.caller.as_ref().ok_or(TodoError::NoSession)?;
+        caller
+            .session
+            .append(
+                EventType::TODO_WRITE,
+                EventData::TodoWrite(TodoWriteData {
+                    todos: todos.clone(),
+                }),
+                None,
+            )
+            .map_err(|e| TodoError::Append(e.to_string()))?;
+        self.lists.set(caller.session_id.as_str(), todos.clone());
+        let count = |s: TodoStatus| todos.iter().filter(|t| t.status == s).count() as u64;
+        Ok(TodoWriteValue {
+            counts: Counts {
+                pending: count(TodoStatus::Pending),
+                in_progress: count(TodoStatus::InProgress),
+                completed: count(TodoStatus::Completed),
+            },
+            todos: todos
+                .into_iter()
+                .map(|t| Todo {
+                    content: t.content,
+                    status: t.status.into(),
+                })
+                .collect(),
+        })
+    }
+
+    fn render(&self, _args: &TodoWriteArgs, v: &TodoWriteValue) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(format!(
+            "Updated todo list: {} pending, {} in progress, {} completed.",
+            v.counts.pending, v.counts.in_progress, v.counts.completed
+        ))]
+    }
+}
+
 fn apply(ctx: &Context) -> Result<(), BoxError> {
     let cfg: TodoConfig = ctx.settings_section(PLUGIN_ID)?;
     let lists = Arc::new(TodoLists::default());
     ctx.provide(lists.clone())?.detach();
-    let allow = cfg.allow_parallel_in_progress;
-    let tool = define_tool::<TodoWriteArgs, TodoWriteValue>("todo_write", description(allow))
-        .render(|_, v| {
-            vec![ContentBlock::text(format!(
-                "Updated todo list: {} pending, {} in progress, {} completed.",
-                v.counts.pending, v.counts.in_progress, v.counts.completed
-            ))]
-        })
-        .execute(move |args: TodoWriteArgs, cx| {
-            let lists = lists.clone();
-            async move {
-                let todos = validate(&args.todos, allow)?;
-                let caller = cx.exec.caller.as_ref().ok_or(TodoError::NoSession)?;
-                caller
-                    .session
-                    .append(
-                        EventType::TODO_WRITE,
-                        EventData::TodoWrite(TodoWriteData {
-                            todos: todos.clone(),
-                        }),
-                        None,
-                    )
-                    .map_err(|e| TodoError::Append(e.to_string()))?;
-                lists.set(caller.session_id.as_str(), todos.clone());
-                let count = |s: TodoStatus| todos.iter().filter(|t| t.status == s).count() as u64;
-                Ok(TodoWriteValue {
-                    counts: Counts {
-                        pending: count(TodoStatus::Pending),
-                        in_progress: count(TodoStatus::InProgress),
-                        completed: count(TodoStatus::Completed),
-                    },
-                    todos: todos
-                        .into_iter()
-                        .map(|t| Todo {
-                            content: t.content,
-                            status: t.status.into(),
-                        })
-                        .collect(),
-                })
-            }
-        })?;
-    ctx.require::<ToolRegistry>()?.register(ctx, tool)?.detach();
+    dsh_tools::register(
+        ctx,
+        TodoWrite {
+            lists,
+            allow_parallel: cfg.allow_parallel_in_progress,
+        },
+    )?;
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], start = apply }
+dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = TodoConfig, start = apply }

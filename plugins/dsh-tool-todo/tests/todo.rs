@@ -136,7 +136,7 @@ async fn two_in_progress_rejected_and_nothing_appended() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parallel_setting_allows_several_in_progress() {
-    let (kernel, caller, session) = setup(Some(json!({"allowParallelInProgress": true}))).await;
+    let (kernel, caller, session) = setup(Some(json!({"allow_parallel_in_progress": true}))).await;
     let r = call(
         &kernel,
         Some(&caller),
@@ -214,4 +214,23 @@ async fn schema_sent_to_model() {
         json!(["content", "status"])
     );
     assert_eq!(params["required"], json!(["todos"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn declared_effects_and_snake_case_settings() {
+    let (kernel, _caller, _session) = setup(None).await;
+    let reg = kernel.root().require::<ToolRegistry>().unwrap();
+    assert_eq!(
+        reg.effects("todo_write", None),
+        Some(dsh_tools::ToolEffects::READ_ONLY)
+    );
+    let c: dsh_tool_todo::TodoConfig =
+        serde_json::from_value(json!({"allow_parallel_in_progress": true})).unwrap();
+    assert!(c.allow_parallel_in_progress);
+    assert!(
+        serde_json::from_value::<dsh_tool_todo::TodoConfig>(
+            json!({"allowParallelInProgress": true})
+        )
+        .is_err()
+    );
 }
