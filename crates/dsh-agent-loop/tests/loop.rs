@@ -11,6 +11,7 @@ use std::time::Duration;
 use dsh_agent::{
     AgentCancelCause, AgentPreStep, AgentRequestError, PreStepDecision, RetryDecision,
 };
+use dsh_kernel::ErrorCode;
 use dsh_llm::{ContentBlock, FinishReason, StreamChunk};
 use dsh_tools::{ToolFailure, ToolRegistry, define_tool};
 use serde_json::json;
