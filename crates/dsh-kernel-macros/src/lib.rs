@@ -79,7 +79,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
                             }
                             _ => quote!(Self::#ident(inner)),
                         };
-                        quote_spanned!(span=> #pattern => dsh_kernel::ErrorCode::code(inner),)
+                        let code = trait_code(span);
+                        quote!(#pattern => #code(inner),)
                     }
                 });
             }
@@ -103,7 +104,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
                         }
                         _ => quote!(&self.0),
                     };
-                    quote_spanned!(span=> dsh_kernel::ErrorCode::code(#access))
+                    let code = trait_code(span);
+                    quote!(#code(#access))
                 }
             }
         }
@@ -122,6 +124,12 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+/// The path of the trait method, spanned at the `transparent` keyword so that an inner type
+/// without `ErrorCode` is reported there (bindings and `self` keep the call-site span).
+fn trait_code(span: Span) -> TokenStream2 {
+    quote_spanned!(span=> dsh_kernel::ErrorCode::code)
 }
 
 /// The one `#[code(…)]` among `attrs`; `what` names the variant or type in error messages.

@@ -113,6 +113,23 @@ mod tests {
     #[derive(Debug, dsh_kernel::ErrorCode)]
     enum Never {}
 
+    // Attributes written inside a `macro_rules!` body carry that macro's hygiene.
+    macro_rules! coded {
+        ($name:ident, $variant:ident) => {
+            #[derive(Debug, dsh_kernel::ErrorCode)]
+            enum $name {
+                #[code(transparent)]
+                $variant(Inner),
+                #[code("FROM_MACRO")]
+                Other,
+            }
+            #[derive(Debug, dsh_kernel::ErrorCode)]
+            #[code(transparent)]
+            struct Wrapper($name);
+        };
+    }
+    coded!(ViaMacro, Wrapped);
+
     #[test]
     fn each_variant_has_its_literal_code() {
         assert_eq!(Demo::Unit.code(), "UNIT_CODE");
@@ -136,6 +153,13 @@ mod tests {
         );
         assert_eq!(Forward(Demo::Unit).code(), "UNIT_CODE");
         assert_eq!(Forward(Demo::Wrapped(Inner::Only)).code(), "INNER_CODE");
+    }
+
+    #[test]
+    fn derives_from_macro_expansions_work() {
+        assert_eq!(ViaMacro::Wrapped(Inner::Only).code(), "INNER_CODE");
+        assert_eq!(ViaMacro::Other.code(), "FROM_MACRO");
+        assert_eq!(Wrapper(ViaMacro::Other).code(), "FROM_MACRO");
     }
 
     #[test]
