@@ -13,7 +13,7 @@ use dsh_agent::{
     AgentTurnStopping, PreStepCtx, PreStepDecision, RequestCtx, RequestErrorCtx, RetryDecision,
     TurnStoppingCtx, with_initiator,
 };
-use dsh_kernel::{BoxError, CancellationToken, Context};
+use dsh_kernel::{CancellationToken, Context};
 use dsh_llm::{
     BlockAssembler, FinishReason, GenerateOptions, LlmCallConfig, LlmFailure, LlmService, Message,
     StreamChunk, ToolSchema, codes,
@@ -29,25 +29,27 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
 use crate::LoopConfig;
+use crate::error::LoopError;
 use crate::prompt::{PromptParts, RenderCache, RetainedSnapshot, snapshot_for};
 
 /// Why a turn stopped early.
 enum TurnFail {
     Aborted,
+    /// A provider failure, or a loop failure already turned into one
+    /// ([`LoopError::to_failure`]): the turn ends with `error {failure}`.
     Error(LlmFailure),
+}
+
+impl From<LoopError> for TurnFail {
+    fn from(e: LoopError) -> Self {
+        TurnFail::Error(e.to_failure())
+    }
 }
 
 impl From<SessionError> for TurnFail {
     fn from(e: SessionError) -> Self {
-        TurnFail::Error(LlmFailure::new(
-            codes::UNKNOWN,
-            format!("session append failed: {e}"),
-        ))
+        LoopError::SessionAppend(e).into()
     }
-}
-
-fn plugin_failure(what: &str, e: &BoxError) -> TurnFail {
-    TurnFail::Error(LlmFailure::new(codes::UNKNOWN, format!("{what}: {e}")))
 }
 
 /// How a step ended.
@@ -185,10 +187,7 @@ impl Runner {
                         None,
                     );
                 }
-                Err(TurnFail::Error(LlmFailure::new(
-                    codes::UNKNOWN,
-                    format!("a plugin panicked during the turn: {message}"),
-                )))
+                Err(LoopError::PluginPanicked(message).into())
             }
         };
         let reason = match outcome {
@@ -237,7 +236,7 @@ impl Runner {
             let claimed = agent
                 .inbox()
                 .claim(step == 0)
-                .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+                .map_err(LoopError::InboxClaim)?;
             for message in &claimed {
                 self.0
                     .ctx
@@ -255,7 +254,7 @@ impl Runner {
                 Some(&self.0.render_cache),
             )
             .await
-            .map_err(|e| plugin_failure("system prompt assembly failed", &e))?;
+            .map_err(LoopError::PromptAssembly)?;
             let mut batch = claimed;
             let snapshot = {
                 let mut st = self.state();
@@ -340,10 +339,7 @@ impl Runner {
                             })
                             .await;
                         if let Err(e) = stop {
-                            return Err(TurnFail::Error(LlmFailure::new(
-                                codes::UNKNOWN,
-                                format!("agent/turn-stopping listener failed: {e}"),
-                            )));
+                            return Err(LoopError::TurnStopping(e).into());
                         }
                         if !agent.inbox().has_next_step() {
                             break;
@@ -553,7 +549,7 @@ impl Runner {
                     move |_| async move { Ok(seed) },
                 )
                 .await
-                .map_err(|e| plugin_failure("agent/request listener failed", &e))?;
+                .map_err(LoopError::RequestListener)?;
             let (config, defaults, window) = match llm.resolve_call_config(&config) {
                 Ok(r) => (r.config, r.adapter_defaults, r.context_window),
                 // Keep the proposed config so an `llm/stream` listener may serve it.
@@ -676,7 +672,7 @@ impl Runner {
             }
             let message = asm
                 .message(&provider, &model)
-                .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+                .map_err(LoopError::MessageAssembly)?;
             let message = Arc::new(message);
             session.append(
                 "assistant/message",
@@ -752,12 +748,10 @@ impl Runner {
             },
         )
         .await
-        .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+        .map_err(LoopError::ToolScheduler)?;
         // Additional contexts enter after the results, on the next step.
         for context in hooks.take_contexts() {
-            agent
-                .inject(context)
-                .map_err(|e| TurnFail::Error(LlmFailure::new(codes::UNKNOWN, e.to_string())))?;
+            agent.inject(context).map_err(LoopError::ContextInjection)?;
         }
         if outcome.aborted || signal.is_cancelled() {
             return Err(TurnFail::Aborted);

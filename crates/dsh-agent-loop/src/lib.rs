@@ -11,6 +11,7 @@
 //! Spec: `../shared/spec/agent-loop.md`; tools scheduling: `../shared/spec/tools.md`.
 
 mod driver;
+mod error;
 pub mod prompt;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 
 pub use driver::Runner;
+pub use error::LoopError;
 pub use prompt::{AgentInfo, PromptParts};
 
 /// Loop settings (settings section `dsh-agent-loop`).
@@ -41,27 +43,6 @@ impl Default for LoopConfig {
     fn default() -> Self {
         Self {
             max_parallel_tool_calls: dsh_tools::scheduler::DEFAULT_MAX_PARALLEL,
-        }
-    }
-}
-
-/// Loop failures while creating or resuming an agent.
-#[derive(Debug, thiserror::Error)]
-pub enum LoopError {
-    /// A service the loop needs is not provided. Code `MISSING_SERVICE`.
-    #[error("the agent loop needs the `{0}` service (link its crate)")]
-    MissingService(&'static str),
-    /// No persistence is configured, so nothing can be resumed. Code `NO_PERSISTENCE`.
-    #[error("cannot resume `{0}`: no session persistence is configured")]
-    NoPersistence(String),
-}
-
-impl LoopError {
-    /// Stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::MissingService(_) => "MISSING_SERVICE",
-            Self::NoPersistence(_) => "NO_PERSISTENCE",
         }
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use dsh_agent::{
     AgentCancelCause, AgentPreStep, AgentRequestError, PreStepDecision, RetryDecision,
 };
+use dsh_kernel::ErrorCode;
 use dsh_llm::{ContentBlock, FinishReason, StreamChunk};
 use dsh_tools::{ToolFailure, ToolRegistry, define_tool};
 use serde_json::json;
@@ -627,7 +628,7 @@ async fn a_panicking_plugin_ends_the_turn_not_the_driver() {
     assert_eq!(
         reasons,
         vec![
-            json!({"kind":"error","error":{"message":"a plugin panicked during the turn: listener bug","code":"UNKNOWN"}}),
+            json!({"kind":"error","error":{"message":"a plugin panicked during the turn: listener bug","code":"PLUGIN_PANICKED"}}),
             json!({"kind":"completed"}),
         ]
     );
@@ -642,6 +643,85 @@ async fn a_panicking_plugin_ends_the_turn_not_the_driver() {
             "user/message",
             "step/end"
         ])
+    );
+}
+
+#[tokio::test]
+async fn a_failing_request_listener_ends_the_turn_with_its_loop_code() {
+    let h = Harness::new(vec![text("second turn works")]).await;
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let a = armed.clone();
+    h.kernel
+        .root()
+        .on_waterfall::<dsh_agent::AgentRequest, _, _>(move |p, next| {
+            let a = a.clone();
+            async move {
+                if a.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    return Err("no route today".into());
+                }
+                next.run(p).await
+            }
+        })
+        .unwrap()
+        .detach();
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    h.kernel
+        .root()
+        .on_emit::<dsh_agent::AgentErrorEvent>(move |p| {
+            seen.lock().unwrap().push((p.turn, p.step, p.error.clone()));
+        })
+        .unwrap()
+        .detach();
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![
+            json!({"kind":"error","error":{"message":"agent/request listener failed: no route today","code":"REQUEST_LISTENER_FAILED"}}),
+            json!({"kind":"completed"}),
+        ]
+    );
+    // `agent/error` carries the same failure; the failed step was closed before the turn ended.
+    assert_eq!(
+        *errors.lock().unwrap(),
+        vec![(
+            1,
+            None,
+            dsh_llm::LlmFailure::new(
+                "REQUEST_LISTENER_FAILED",
+                "agent/request listener failed: no route today"
+            )
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_failing_turn_stopping_listener_ends_the_turn_with_its_loop_code() {
+    let h = Harness::new(vec![text("answer")]).await;
+    h.kernel
+        .root()
+        .on_serial::<dsh_agent::AgentTurnStopping, _, _>(|_| async { Err("veto".into()) })
+        .unwrap()
+        .detach();
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![json!({"kind":"error","error":{
+            "message":"agent/turn-stopping listener failed: listener of `agent/turn-stopping` failed: veto",
+            "code":"TURN_STOPPING_FAILED"
+        }})]
+    );
+    // The answer itself was recorded before the stop check failed.
+    let k = kinds(agent.session());
+    assert_eq!(
+        k[k.len() - 3..].to_vec(),
+        s(&["assistant/message", "step/end", "turn/end"])
     );
 }
 

@@ -249,7 +249,8 @@ pub struct AgentErrorPayload {
     pub turn: u64,
     /// The failed step, if a step was open.
     pub step: Option<u64>,
-    /// The failure (non-LLM errors as `{message: <error chain>, code: UNKNOWN}`).
+    /// The failure: a provider failure unchanged, or a loop failure as `{message, code}` with the
+    /// loop's own code (`dsh_agent_loop::LoopError`; upstream flattens those to `UNKNOWN`).
     pub error: LlmFailure,
 }
 

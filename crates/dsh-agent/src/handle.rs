@@ -101,29 +101,21 @@ impl std::fmt::Debug for Agent {
 }
 
 /// Errors of the handle's methods.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum AgentError {
-    /// Inbox failure (duplicate id, log failure). Code from [`InboxError::code`].
+    /// Inbox failure (duplicate id, log failure). Code: the inbox error's ([`dsh_kernel::ErrorCode`]).
     #[error(transparent)]
+    #[code(transparent)]
     Inbox(#[from] InboxError),
     /// `run_maintenance` while a turn or another maintenance task owns the agent.
     /// Code `AGENT_BUSY`.
     #[error("agent `{0}` is busy")]
+    #[code("AGENT_BUSY")]
     Busy(String),
     /// The agent was disposed. Code `AGENT_DISPOSED`.
     #[error("agent `{0}` is disposed")]
+    #[code("AGENT_DISPOSED")]
     Disposed(String),
-}
-
-impl AgentError {
-    /// Stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Inbox(e) => e.code(),
-            Self::Busy(_) => "AGENT_BUSY",
-            Self::Disposed(_) => "AGENT_DISPOSED",
-        }
-    }
 }
 
 impl Agent {

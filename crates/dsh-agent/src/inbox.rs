@@ -37,24 +37,16 @@ impl InboxTarget {
 }
 
 /// Inbox failures.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum InboxError {
     /// A message with this id is already pending in either list. Code `DUPLICATE_MESSAGE`.
     #[error("message `{0}` is already pending in the inbox")]
+    #[code("DUPLICATE_MESSAGE")]
     Duplicate(MessageId),
     /// The splice could not be logged; the live projection is unchanged. Code `INBOX_LOG`.
     #[error("inbox splice could not be logged: {0}")]
+    #[code("INBOX_LOG")]
     Log(#[from] SessionError),
-}
-
-impl InboxError {
-    /// Stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Duplicate(_) => "DUPLICATE_MESSAGE",
-            Self::Log(_) => "INBOX_LOG",
-        }
-    }
 }
 
 #[derive(Debug, Default)]

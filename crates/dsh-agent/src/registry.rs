@@ -47,28 +47,20 @@ pub struct ResumeAgentOptions {
 }
 
 /// Registry failures.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum RegistryError {
     /// No agent factory is registered (no loop linked). Code `NO_AGENT_FACTORY`.
     #[error("no agent factory is registered (link dsh-agent-loop)")]
+    #[code("NO_AGENT_FACTORY")]
     NoFactory,
     /// An agent with this id is already live. Code `DUPLICATE_AGENT`.
     #[error("agent `{0}` is already live")]
+    #[code("DUPLICATE_AGENT")]
     Duplicate(String),
     /// The factory failed. Code `AGENT_FACTORY_FAILED`.
     #[error("agent factory failed: {0}")]
+    #[code("AGENT_FACTORY_FAILED")]
     Factory(dsh_kernel::BoxError),
-}
-
-impl RegistryError {
-    /// Stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::NoFactory => "NO_AGENT_FACTORY",
-            Self::Duplicate(_) => "DUPLICATE_AGENT",
-            Self::Factory(_) => "AGENT_FACTORY_FAILED",
-        }
-    }
 }
 
 /// Builds agents; implemented by the agent loop.

@@ -42,19 +42,21 @@ pub const EVENT_DECIDED: &str = "approval/decided";
 /// Log-only event `approval/policy`.
 pub const EVENT_POLICY: &str = "approval/policy";
 
-/// Everything dsh-approval can refuse. Each variant has a stable [`ApprovalError::code`].
-#[derive(Debug, thiserror::Error)]
+/// Everything dsh-approval can refuse. Each variant has a stable code ([`dsh_kernel::ErrorCode`]).
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum ApprovalError {
     /// `request` was called while the caller's session has no open turn; nothing was appended.
     /// Code `NO_OPEN_TURN`.
     #[error("approval requires an open turn in session {session}")]
+    #[code("NO_OPEN_TURN")]
     NoOpenTurn {
         /// The session id.
         session: String,
     },
     /// Appending an audit event to the session failed. Code `SESSION_APPEND`.
     #[error("approval could not append `{event}`: {message}")]
+    #[code("SESSION_APPEND")]
     Append {
         /// The event type.
         event: &'static str,
@@ -65,21 +67,11 @@ pub enum ApprovalError {
     },
     /// Registering the service or its event types failed. Code `REGISTRATION`.
     #[error("approval plugin registration failed: {message}")]
+    #[code("REGISTRATION")]
     Registration {
         /// What failed.
         message: String,
     },
-}
-
-impl ApprovalError {
-    /// The stable machine-readable code (`SCREAMING_SNAKE_CASE`).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::NoOpenTurn { .. } => "NO_OPEN_TURN",
-            Self::Append { .. } => "SESSION_APPEND",
-            Self::Registration { .. } => "REGISTRATION",
-        }
-    }
 }
 
 /// The outcome of one request. JSON: `"allowed-once" | "rejected" | "cancelled" |

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use dsh_approval::*;
-use dsh_kernel::{Context, Kernel, ScopeKey};
+use dsh_kernel::{Context, ErrorCode, Kernel, ScopeKey};
 use dsh_llm::{CallId, SessionId};
 use dsh_session::{EventData, Session, TurnStartData};
 use serde_json::json;

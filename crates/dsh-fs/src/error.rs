@@ -7,29 +7,36 @@ use std::path::PathBuf;
 ///
 /// Messages are model-facing: they name the display path and, for the guarded-mutation
 /// codes, the only correct recovery ("read the file, then retry").
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum FsError {
     /// `FS_NOT_FOUND`: the target (or a parent) does not exist, or a read offset is past EOF.
     #[error("{0}")]
+    #[code("FS_NOT_FOUND")]
     NotFound(String),
     /// `FS_NOT_DIRECTORY`: a path component that must be a directory is not one.
     #[error("{0}")]
+    #[code("FS_NOT_DIRECTORY")]
     NotDirectory(String),
     /// `FS_NOT_TEXT`: binary content (NUL in the first 8 KiB) or invalid UTF-8.
     #[error("{0}")]
+    #[code("FS_NOT_TEXT")]
     NotText(String),
     /// `FS_NOT_REGULAR_FILE`: the target is a directory, device, socket or FIFO.
     #[error("{0}")]
+    #[code("FS_NOT_REGULAR_FILE")]
     NotRegularFile(String),
     /// `FS_TOO_LARGE`: the file or the content exceeds a configured byte cap.
     #[error("{0}")]
+    #[code("FS_TOO_LARGE")]
     TooLarge(String),
     /// `FS_PERMISSION_DENIED`: the OS refused access.
     #[error("{0}")]
+    #[code("FS_PERMISSION_DENIED")]
     PermissionDenied(String),
     /// `FS_OUTSIDE_WORKSPACE`: the resolved real path is outside the session workspace and every
     /// granted read root (a `../` escape, an absolute path elsewhere, or a symlink pointing out).
     #[error("{message}")]
+    #[code("FS_OUTSIDE_WORKSPACE")]
     OutsideWorkspace {
         /// Model-facing message.
         message: String,
@@ -38,52 +45,39 @@ pub enum FsError {
     },
     /// `FS_IO_ERROR`: any other I/O failure.
     #[error("{0}")]
+    #[code("FS_IO_ERROR")]
     Io(String),
     /// `FS_STALE_VERSION`: the file changed on disk since this session last read it (or was
     /// deleted). The message carries a short diff of the change and says to re-read.
     #[error("{0}")]
+    #[code("FS_STALE_VERSION")]
     StaleVersion(String),
     /// `FS_NOT_OBSERVED`: a mutation of an existing file that this session has not read.
     #[error("{0}")]
+    #[code("FS_NOT_OBSERVED")]
     NotObserved(String),
     /// `FS_AMBIGUOUS_EDIT`: `old_string` matched more than once without `replace_all`; the
     /// message gives the match count (overlapping matches counted), lines and previews.
     #[error("{0}")]
+    #[code("FS_AMBIGUOUS_EDIT")]
     AmbiguousEdit(String),
     /// `FS_EDIT_NOT_FOUND`: `old_string` does not occur in the file.
     #[error("{0}")]
+    #[code("FS_EDIT_NOT_FOUND")]
     EditNotFound(String),
     /// `FS_ABORTED`: the caller cancelled the operation (checked between read chunks).
     #[error("{0}")]
+    #[code("FS_ABORTED")]
     Aborted(String),
     /// `FS_INVALID_ARGS`: a request the service cannot act on (empty path, empty `old_string`,
     /// `old_string == new_string`, offset or limit 0). Not an upstream code: upstream throws an
     /// untyped error there.
     #[error("{0}")]
+    #[code("FS_INVALID_ARGS")]
     InvalidArgs(String),
 }
 
 impl FsError {
-    /// The stable code, e.g. `"FS_STALE_VERSION"`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::NotFound(_) => "FS_NOT_FOUND",
-            Self::NotDirectory(_) => "FS_NOT_DIRECTORY",
-            Self::NotText(_) => "FS_NOT_TEXT",
-            Self::NotRegularFile(_) => "FS_NOT_REGULAR_FILE",
-            Self::TooLarge(_) => "FS_TOO_LARGE",
-            Self::PermissionDenied(_) => "FS_PERMISSION_DENIED",
-            Self::OutsideWorkspace { .. } => "FS_OUTSIDE_WORKSPACE",
-            Self::Io(_) => "FS_IO_ERROR",
-            Self::StaleVersion(_) => "FS_STALE_VERSION",
-            Self::NotObserved(_) => "FS_NOT_OBSERVED",
-            Self::AmbiguousEdit(_) => "FS_AMBIGUOUS_EDIT",
-            Self::EditNotFound(_) => "FS_EDIT_NOT_FOUND",
-            Self::Aborted(_) => "FS_ABORTED",
-            Self::InvalidArgs(_) => "FS_INVALID_ARGS",
-        }
-    }
-
     /// Maps an OS error for operation `verb` on `display` to the matching variant
     /// (`NotFound`, `PermissionDenied`, `NotDirectory`, else `Io`).
     pub fn from_io(verb: &str, display: &str, e: &std::io::Error) -> Self {

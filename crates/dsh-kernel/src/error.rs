@@ -2,16 +2,20 @@
 
 use std::fmt;
 
+// The ErrorCode derive names the trait `dsh_kernel::ErrorCode`; here that is this crate.
+use crate as dsh_kernel;
+
 /// A boxed error as returned by listeners, disposers and plugin `apply` functions.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Every failure the kernel reports. Each variant has a stable [`KernelError::code`].
-#[derive(Debug, thiserror::Error)]
+/// Every failure the kernel reports. Each variant has a stable code ([`crate::ErrorCode`]).
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum KernelError {
     /// A registration (service, listener, effect, child scope) was attempted through a scope that
     /// is disposing or disposed. Code `INACTIVE_SCOPE`.
     #[error("scope `{label}` is {state} and accepts no registrations")]
+    #[code("INACTIVE_SCOPE")]
     InactiveScope {
         /// The scope's label.
         label: String,
@@ -21,6 +25,7 @@ pub enum KernelError {
     /// A service with the same type and name is already provided in this scope layer.
     /// Code `DUPLICATE_SERVICE`.
     #[error("service `{type_name}`{} is already provided in scope `{scope}`", name_suffix(.name))]
+    #[code("DUPLICATE_SERVICE")]
     DuplicateService {
         /// `std::any::type_name` of the service.
         type_name: &'static str,
@@ -31,6 +36,7 @@ pub enum KernelError {
     },
     /// [`crate::Context::require`] found no provider. Code `MISSING_SERVICE`.
     #[error("service `{type_name}`{} is not provided", name_suffix(.name))]
+    #[code("MISSING_SERVICE")]
     MissingService {
         /// `std::any::type_name` of the service.
         type_name: &'static str,
@@ -40,18 +46,21 @@ pub enum KernelError {
     /// A [`crate::ScopeKey`] already has a parent, or binding it would create a cycle.
     /// Code `SCOPE_PARENT`.
     #[error("cannot bind scope key parent: {reason}")]
+    #[code("SCOPE_PARENT")]
     ScopeParent {
         /// Why the binding was refused.
         reason: &'static str,
     },
     /// Two linked plugin descriptors declare the same id. Code `DUPLICATE_PLUGIN`.
     #[error("plugin id `{id}` is declared twice")]
+    #[code("DUPLICATE_PLUGIN")]
     DuplicatePlugin {
         /// The duplicated id.
         id: String,
     },
     /// The `after`/`before` keys of the plugin set form a cycle. Code `PLUGIN_CYCLE`.
     #[error("plugin ordering keys form a cycle through: {}", .ids.join(", "))]
+    #[code("PLUGIN_CYCLE")]
     PluginCycle {
         /// Ids of the plugins left unordered.
         ids: Vec<String>,
@@ -59,12 +68,14 @@ pub enum KernelError {
     /// One or more plugins failed to apply during boot; the others stay applied.
     /// Code `PLUGIN_FAILED`.
     #[error("{} plugin(s) failed to apply: {}", .failures.len(), describe_failures(.failures))]
+    #[code("PLUGIN_FAILED")]
     PluginFailed {
         /// `(plugin id, error)` for every failed plugin, in boot order.
         failures: Vec<(String, BoxError)>,
     },
     /// One or more listeners of a `parallel` dispatch failed. Code `PARALLEL_FAILED`.
     #[error("{} listener(s) of `{event}` failed: {}", .errors.len(), join_errors(.errors))]
+    #[code("PARALLEL_FAILED")]
     Parallel {
         /// The event name.
         event: &'static str,
@@ -74,6 +85,7 @@ pub enum KernelError {
     /// A `serial` listener returned an error; later listeners did not run.
     /// Code `LISTENER_FAILED`.
     #[error("listener of `{event}` failed: {source}")]
+    #[code("LISTENER_FAILED")]
     Listener {
         /// The event name.
         event: &'static str,
@@ -82,6 +94,7 @@ pub enum KernelError {
     },
     /// A disabled plugin id is not in the booted set. Code `UNKNOWN_PLUGIN`.
     #[error("unknown plugin `{id}` in plugins.disable (known: {})", .known.join(", "))]
+    #[code("UNKNOWN_PLUGIN")]
     UnknownPlugin {
         /// The id as written.
         id: String,
@@ -91,6 +104,7 @@ pub enum KernelError {
     /// A settings section could not be deserialized into the plugin's type.
     /// Code `INVALID_SETTINGS`.
     #[error("invalid settings for `{section}`: {message}")]
+    #[code("INVALID_SETTINGS")]
     InvalidSettings {
         /// The section key (usually a plugin id).
         section: String,
@@ -100,21 +114,11 @@ pub enum KernelError {
 }
 
 impl KernelError {
-    /// The stable, machine-readable code of this error (`SCREAMING_SNAKE_CASE`).
+    /// The stable, machine-readable code of this error (`SCREAMING_SNAKE_CASE`), the same as
+    /// [`crate::ErrorCode::code`]. Kept while crates outside the kernel still call `code()`
+    /// without the trait in scope; prefer the trait.
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::InactiveScope { .. } => "INACTIVE_SCOPE",
-            Self::DuplicateService { .. } => "DUPLICATE_SERVICE",
-            Self::MissingService { .. } => "MISSING_SERVICE",
-            Self::ScopeParent { .. } => "SCOPE_PARENT",
-            Self::DuplicatePlugin { .. } => "DUPLICATE_PLUGIN",
-            Self::PluginCycle { .. } => "PLUGIN_CYCLE",
-            Self::PluginFailed { .. } => "PLUGIN_FAILED",
-            Self::Parallel { .. } => "PARALLEL_FAILED",
-            Self::Listener { .. } => "LISTENER_FAILED",
-            Self::InvalidSettings { .. } => "INVALID_SETTINGS",
-            Self::UnknownPlugin { .. } => "UNKNOWN_PLUGIN",
-        }
+        crate::ErrorCode::code(self)
     }
 }
 

@@ -26,6 +26,7 @@
 //! assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 7);
 //! ```
 
+mod code;
 mod error;
 mod event;
 mod fasthash;
@@ -35,6 +36,7 @@ mod scope;
 mod service;
 mod settings;
 
+pub use code::ErrorCode;
 pub use error::{BoxError, KernelError, Result};
 pub use event::{
     Dispatch, EmitEvent, ListenOptions, Next, ParallelEvent, SerialEvent, WaterfallEvent,

@@ -88,6 +88,10 @@ pub enum LlmError {
 
 impl LlmError {
     /// The stable, machine-readable code (see [`codes`]; `Kernel` and `Provider` forward theirs).
+    ///
+    /// Hand-written rather than `#[derive(dsh_kernel::ErrorCode)]`: a `Provider` failure carries
+    /// the adapter's code as an owned string (`LlmFailure::code`), so this code borrows from
+    /// `self` instead of being `&'static str`.
     pub fn code(&self) -> &str {
         match self {
             Self::NoAdapter { .. } => codes::NO_ADAPTER,
@@ -98,7 +102,7 @@ impl LlmError {
             Self::UnsupportedReasoningEffort { .. } => codes::UNSUPPORTED_REASONING_EFFORT,
             Self::IncompleteBlock { .. } => codes::INCOMPLETE_BLOCK,
             Self::InvalidPreparedCall { .. } => codes::INVALID_PREPARED_CALL,
-            Self::Kernel(e) => e.code(),
+            Self::Kernel(e) => dsh_kernel::ErrorCode::code(e),
             Self::Provider(f) => &f.code,
         }
     }

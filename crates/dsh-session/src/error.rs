@@ -6,12 +6,13 @@
 use crate::invariants::Violation;
 
 /// Everything dsh-session can refuse. Each variant has a distinct [`SessionError::code`].
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum SessionError {
     /// An event or record is not well-formed: not a JSON object, a missing/ill-typed envelope
     /// field, a core payload that does not match its type's shape, or payload fields dsh would
     /// lose on re-serialization. Code `MALFORMED_EVENT`.
     #[error("malformed event{}: {message}", at_seq(*seq))]
+    #[code("MALFORMED_EVENT")]
     MalformedEvent {
         /// The seq of the offending event, when known.
         seq: Option<u64>,
@@ -20,6 +21,7 @@ pub enum SessionError {
     },
     /// The event's `seq` is not the log length (`seq == index` contract). Code `SEQ_GAP`.
     #[error("seq gap: expected seq {expected}, got {got}")]
+    #[code("SEQ_GAP")]
     SeqGap {
         /// The seq the log expects next (= its length).
         expected: u64,
@@ -29,6 +31,7 @@ pub enum SessionError {
     /// The event type is neither core, registered, nor marked `ignorable`.
     /// Code `UNKNOWN_EVENT_TYPE` (upstream `SessionFormatUnsupportedError`).
     #[error("unknown event type `{kind}` (not registered and not ignorable)")]
+    #[code("UNKNOWN_EVENT_TYPE")]
     UnknownEventType {
         /// The type name.
         kind: String,
@@ -36,6 +39,7 @@ pub enum SessionError {
     /// A type that is refused outright (legacy `request/header-delta`), or `session/end-seed`
     /// written by anyone but the session constructor. Code `FORBIDDEN_EVENT_TYPE`.
     #[error("event type `{kind}` is not allowed here: {message}")]
+    #[code("FORBIDDEN_EVENT_TYPE")]
     ForbiddenEventType {
         /// The type name.
         kind: String,
@@ -45,6 +49,7 @@ pub enum SessionError {
     /// Event data is not lossless JSON: a non-finite float, `-0`, or an integer outside
     /// ±(2^53−1). Code `NON_LOSSLESS_DATA`.
     #[error("event data is not lossless JSON at {path}: {message}")]
+    #[code("NON_LOSSLESS_DATA")]
     NonLosslessData {
         /// JSON-pointer-like path of the offending value inside `data` (`/content/0/...`).
         path: String,
@@ -54,6 +59,7 @@ pub enum SessionError {
     /// A surface type (`user/message`, `assistant/message`, `tool/result`) was appended without
     /// a `SurfaceIntent`. Code `MISSING_SURFACE_INTENT`.
     #[error("event type `{kind}` is a surface type and requires a SurfaceIntent")]
+    #[code("MISSING_SURFACE_INTENT")]
     MissingSurfaceIntent {
         /// The type name.
         kind: String,
@@ -61,6 +67,7 @@ pub enum SessionError {
     /// A non-surface type carried surface metadata (`surfaceOp` / `sourceEventSeqs`).
     /// Code `UNEXPECTED_SURFACE_INTENT`.
     #[error("event type `{kind}` is not a surface type and must not carry surface metadata")]
+    #[code("UNEXPECTED_SURFACE_INTENT")]
     UnexpectedSurfaceIntent {
         /// The type name.
         kind: String,
@@ -68,6 +75,7 @@ pub enum SessionError {
     /// `sourceEventSeqs` is invalid: a duplicate, a seq not earlier than the event, or an empty
     /// list on a type other than `assistant/message`. Code `BAD_PROVENANCE`.
     #[error("bad sourceEventSeqs: {message}")]
+    #[code("BAD_PROVENANCE")]
     BadProvenance {
         /// What is wrong.
         message: String,
@@ -76,6 +84,7 @@ pub enum SessionError {
     /// positioned after its end, or a shadowed node missing from `sourceEventSeqs`.
     /// Code `BAD_SURFACE_OP`.
     #[error("bad surface op: {message}")]
+    #[code("BAD_SURFACE_OP")]
     BadSurfaceOp {
         /// What is wrong.
         message: String,
@@ -84,32 +93,38 @@ pub enum SessionError {
     /// Only checked in debug builds on append, always on restore/validation helpers.
     /// Code `INVARIANT_VIOLATION`.
     #[error("invariant violation: {0}")]
+    #[code("INVARIANT_VIOLATION")]
     Invariant(Violation),
     /// `append` was called from a `session/event` observer of the same session while the
     /// publication boundary is open. Code `REENTRANT_APPEND`.
     #[error("reentrant append during session/event publication")]
+    #[code("REENTRANT_APPEND")]
     ReentrantAppend,
     /// A header is invalid (version other than 0, relative `cwd`, unsafe `createdAt`) or the
     /// format version is unsupported. Code `FORMAT_UNSUPPORTED`.
     #[error("unsupported session format: {message}")]
+    #[code("FORMAT_UNSUPPORTED")]
     FormatUnsupported {
         /// What is wrong.
         message: String,
     },
     /// A packed chunk row is malformed (bad lengths, unknown shape). Code `MALFORMED_PACKED_ROW`.
     #[error("malformed packed row: {message}")]
+    #[code("MALFORMED_PACKED_ROW")]
     MalformedPackedRow {
         /// What is wrong.
         message: String,
     },
     /// A store operation named a session id that is already live. Code `DUPLICATE_SESSION`.
     #[error("session `{id}` already exists")]
+    #[code("DUPLICATE_SESSION")]
     DuplicateSession {
         /// The id.
         id: String,
     },
     /// A store operation named a session id that is not live. Code `SESSION_NOT_FOUND`.
     #[error("session `{id}` not found")]
+    #[code("SESSION_NOT_FOUND")]
     SessionNotFound {
         /// The id.
         id: String,
@@ -117,6 +132,7 @@ pub enum SessionError {
     /// `fork` was asked for a boundary past the log end, or a prefix that ends inside an open
     /// turn. Code `BAD_FORK_BOUNDARY`.
     #[error("bad fork boundary: {message}")]
+    #[code("BAD_FORK_BOUNDARY")]
     BadForkBoundary {
         /// What is wrong.
         message: String,
@@ -124,6 +140,7 @@ pub enum SessionError {
     /// A plugin tried to register an event type that is core or already registered by another
     /// plugin, or a plugin validator rejected a payload. Code `EVENT_TYPE_REGISTRATION`.
     #[error("event type registration failed for `{kind}`: {message}")]
+    #[code("EVENT_TYPE_REGISTRATION")]
     Registration {
         /// The type name.
         kind: String,
@@ -132,6 +149,7 @@ pub enum SessionError {
     },
     /// A registered plugin type's validator refused the payload. Code `INVALID_PLUGIN_PAYLOAD`.
     #[error("payload of `{kind}` refused by its validator: {message}")]
+    #[code("INVALID_PLUGIN_PAYLOAD")]
     InvalidPluginPayload {
         /// The type name.
         kind: String,
@@ -141,6 +159,7 @@ pub enum SessionError {
     /// A `session/created` listener vetoed the creation, or a `session/flush` listener failed.
     /// Code `LISTENER_FAILED`.
     #[error("listener failed: {message}")]
+    #[code("LISTENER_FAILED")]
     Listener {
         /// The listener error(s), rendered.
         message: String,
@@ -152,29 +171,10 @@ fn at_seq(seq: Option<u64>) -> String {
 }
 
 impl SessionError {
-    /// The stable machine-readable code (`SCREAMING_SNAKE_CASE`), distinct per variant.
+    /// The stable code, the same as [`dsh_kernel::ErrorCode::code`]. Kept while crates
+    /// outside this one still call `code()` without the trait in scope; prefer the trait.
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::MalformedEvent { .. } => "MALFORMED_EVENT",
-            Self::SeqGap { .. } => "SEQ_GAP",
-            Self::UnknownEventType { .. } => "UNKNOWN_EVENT_TYPE",
-            Self::ForbiddenEventType { .. } => "FORBIDDEN_EVENT_TYPE",
-            Self::NonLosslessData { .. } => "NON_LOSSLESS_DATA",
-            Self::MissingSurfaceIntent { .. } => "MISSING_SURFACE_INTENT",
-            Self::UnexpectedSurfaceIntent { .. } => "UNEXPECTED_SURFACE_INTENT",
-            Self::BadProvenance { .. } => "BAD_PROVENANCE",
-            Self::BadSurfaceOp { .. } => "BAD_SURFACE_OP",
-            Self::Invariant(_) => "INVARIANT_VIOLATION",
-            Self::ReentrantAppend => "REENTRANT_APPEND",
-            Self::FormatUnsupported { .. } => "FORMAT_UNSUPPORTED",
-            Self::MalformedPackedRow { .. } => "MALFORMED_PACKED_ROW",
-            Self::DuplicateSession { .. } => "DUPLICATE_SESSION",
-            Self::SessionNotFound { .. } => "SESSION_NOT_FOUND",
-            Self::BadForkBoundary { .. } => "BAD_FORK_BOUNDARY",
-            Self::Registration { .. } => "EVENT_TYPE_REGISTRATION",
-            Self::InvalidPluginPayload { .. } => "INVALID_PLUGIN_PAYLOAD",
-            Self::Listener { .. } => "LISTENER_FAILED",
-        }
+        dsh_kernel::ErrorCode::code(self)
     }
 
     pub(crate) fn malformed(seq: Option<u64>, message: impl Into<String>) -> Self {

@@ -282,8 +282,9 @@ pub enum TurnEndReason {
     },
     /// `{"kind":"blocked"}` — a pre-step admission rejected the turn.
     Blocked,
-    /// `{"kind":"error","error":{message,code,…}}` — non-LLM errors are flattened to
-    /// `{message, code:'UNKNOWN'}`.
+    /// `{"kind":"error","error":{message,code,…}}` — a provider failure, or a failure of the loop
+    /// itself with its own code (`dsh_agent_loop::LoopError`; upstream flattens those to
+    /// `{message, code:'UNKNOWN'}`).
     Error {
         /// The failure.
         error: LlmFailure,

@@ -27,13 +27,14 @@ impl std::fmt::Display for PromptItem {
     }
 }
 
-/// Every failure of the system-prompt service. [`PromptError::code`] is stable.
-#[derive(Debug, thiserror::Error)]
+/// Every failure of the system-prompt service. Each variant has a stable code ([`dsh_kernel::ErrorCode`]).
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum PromptError {
     /// The name is already registered in the same layer (global, or the same agent scope).
     /// Code `DUPLICATE_PROMPT_ENTRY`.
     #[error("prompt {item} \"{name}\" is already registered in this {}", if *.scoped { "scope" } else { "global layer (register through the agent's scope for a per-agent override)" })]
+    #[code("DUPLICATE_PROMPT_ENTRY")]
     Duplicate {
         /// Section, context or variable.
         item: PromptItem,
@@ -44,6 +45,7 @@ pub enum PromptError {
     },
     /// A section or context order is NaN or infinite. Code `INVALID_PROMPT_ORDER`.
     #[error("prompt {item} \"{name}\" order must be a finite number")]
+    #[code("INVALID_PROMPT_ORDER")]
     InvalidOrder {
         /// Section or context.
         item: PromptItem,
@@ -52,12 +54,14 @@ pub enum PromptError {
     },
     /// A variable name does not match `[a-z][a-z0-9_]*`. Code `INVALID_VARIABLE_NAME`.
     #[error("invalid prompt variable name \"{name}\" (must match [a-z][a-z0-9_]*)")]
+    #[code("INVALID_VARIABLE_NAME")]
     InvalidVariableName {
         /// The rejected name.
         name: String,
     },
     /// More than one effective section is marked `complete`. Code `MULTIPLE_COMPLETE_SECTIONS`.
     #[error("multiple complete prompt sections are active: {}", .names.join(", "))]
+    #[code("MULTIPLE_COMPLETE_SECTIONS")]
     MultipleComplete {
         /// The complete sections' names, in assembly order.
         names: Vec<String>,
@@ -68,6 +72,7 @@ pub enum PromptError {
     #[error(
         "malformed prompt variable reference at \"{at}\" in {item} \"{owner}\" (references are complete simple {{{{name}}}} groups)"
     )]
+    #[code("MALFORMED_PROMPT_VARIABLE")]
     MalformedReference {
         /// Section or context being rendered.
         item: PromptItem,
@@ -78,6 +83,7 @@ pub enum PromptError {
     },
     /// A reference names a variable nobody registered. Code `UNKNOWN_PROMPT_VARIABLE`.
     #[error("unknown prompt variable \"{{{{{name}}}}}\" in {item} \"{owner}\"; registered variables: {}", if .known.is_empty() { "(none)".to_owned() } else { .known.join(", ") })]
+    #[code("UNKNOWN_PROMPT_VARIABLE")]
     UnknownVariable {
         /// The unknown name.
         name: String,
@@ -93,6 +99,7 @@ pub enum PromptError {
     #[error(
         "prompt variable \"{{{{{name}}}}}\" has no value for this assembly ({item} \"{owner}\")"
     )]
+    #[code("PROMPT_VARIABLE_UNSET")]
     VariableUnset {
         /// The variable name.
         name: String,
@@ -104,12 +111,14 @@ pub enum PromptError {
     /// The configured `tool_order` is invalid (a name listed twice, or no `<unlisted-tools>`
     /// entry). Code `INVALID_TOOL_ORDER`.
     #[error("invalid tool_order: {reason}")]
+    #[code("INVALID_TOOL_ORDER")]
     InvalidToolOrder {
         /// What is wrong.
         reason: String,
     },
     /// `tool_order` lists names no tool provider knows. Code `UNKNOWN_TOOL_IN_ORDER`.
     #[error("tool_order lists unregistered tool(s) {}; known tools: {}", .names.join(", "), if .known.is_empty() { "(none)".to_owned() } else { .known.join(", ") })]
+    #[code("UNKNOWN_TOOL_IN_ORDER")]
     UnknownToolInOrder {
         /// The unknown names, in `tool_order` order.
         names: Vec<String>,
@@ -118,32 +127,15 @@ pub enum PromptError {
     },
     /// A tool provider returned the reserved name `<unlisted-tools>`. Code `RESERVED_TOOL_NAME`.
     #[error("tool provider returned reserved tool name \"<unlisted-tools>\"")]
+    #[code("RESERVED_TOOL_NAME")]
     ReservedToolName,
     /// A `system-prompt/assemble` listener failed. Code `ASSEMBLE_LISTENER_FAILED`.
     #[error("system-prompt/assemble listener failed: {0}")]
+    #[code("ASSEMBLE_LISTENER_FAILED")]
     Listener(BoxError),
     /// A kernel registration failed (e.g. the registering scope is disposing).
     /// Code: the kernel's code (e.g. `INACTIVE_SCOPE`).
     #[error(transparent)]
+    #[code(transparent)]
     Kernel(#[from] KernelError),
-}
-
-impl PromptError {
-    /// The stable, machine-readable code (`SCREAMING_SNAKE_CASE`).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Duplicate { .. } => "DUPLICATE_PROMPT_ENTRY",
-            Self::InvalidOrder { .. } => "INVALID_PROMPT_ORDER",
-            Self::InvalidVariableName { .. } => "INVALID_VARIABLE_NAME",
-            Self::MultipleComplete { .. } => "MULTIPLE_COMPLETE_SECTIONS",
-            Self::MalformedReference { .. } => "MALFORMED_PROMPT_VARIABLE",
-            Self::UnknownVariable { .. } => "UNKNOWN_PROMPT_VARIABLE",
-            Self::VariableUnset { .. } => "PROMPT_VARIABLE_UNSET",
-            Self::InvalidToolOrder { .. } => "INVALID_TOOL_ORDER",
-            Self::UnknownToolInOrder { .. } => "UNKNOWN_TOOL_IN_ORDER",
-            Self::ReservedToolName => "RESERVED_TOOL_NAME",
-            Self::Listener(_) => "ASSEMBLE_LISTENER_FAILED",
-            Self::Kernel(e) => e.code(),
-        }
-    }
 }

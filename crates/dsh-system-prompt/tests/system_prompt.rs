@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dsh_kernel::{Context, Kernel, ScopeKey};
+use dsh_kernel::{Context, ErrorCode, Kernel, ScopeKey};
 use dsh_llm::ToolSchema;
 use dsh_system_prompt::*;
 

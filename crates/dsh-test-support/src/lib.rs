@@ -55,23 +55,16 @@ mod script;
 pub use replay::{RecordedRequest, ReplayOptions, ReplayServer};
 pub use script::{Script, ScriptResponse, synthesize_sse};
 
-/// Errors of the replay provider. Codes are stable SCREAMING_SNAKE strings.
-#[derive(Debug, thiserror::Error)]
+/// Errors of the replay provider. Codes ([`dsh_kernel::ErrorCode`]) are stable SCREAMING_SNAKE
+/// strings.
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum TestSupportError {
-    /// The script is not valid JSON or has a response of no known shape.
+    /// The script is not valid JSON or has a response of no known shape. Code `INVALID_SCRIPT`.
     #[error("invalid replay script: {0}")]
+    #[code("INVALID_SCRIPT")]
     InvalidScript(String),
-    /// Binding or serving the socket failed.
+    /// Binding or serving the socket failed. Code `IO`.
     #[error("replay server I/O failed: {0}")]
+    #[code("IO")]
     Io(#[from] std::io::Error),
-}
-
-impl TestSupportError {
-    /// Stable code: `INVALID_SCRIPT` or `IO`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidScript(_) => "INVALID_SCRIPT",
-            Self::Io(_) => "IO",
-        }
-    }
 }

@@ -349,6 +349,7 @@ pub fn synthesize_sse(r: &ScriptResponse, number: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dsh_kernel::ErrorCode;
 
     #[test]
     fn frames_concatenate_to_the_raw_body() {

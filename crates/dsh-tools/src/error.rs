@@ -5,6 +5,7 @@
 //! [`ToolFailure`], which carries `info {name, code}` only when it was made from a typed error
 //! (the Rust equivalent of upstream's `HarnessError` subclasses).
 
+use dsh_kernel::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 /// `{name, code}` of a typed error, as recorded in `ToolExecutionFailure.error.info` and in the
@@ -29,7 +30,7 @@ impl ErrorInfo {
 
 /// Everything dsh-tools can refuse. Each variant has a stable [`ToolsError::code`] and an
 /// upstream class name ([`ToolsError::name`]) used for `error.info` in tool results.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum ToolsError {
     /// A tool's parameter (or output) schema uses a keyword outside the enforced subset
@@ -37,6 +38,7 @@ pub enum ToolsError {
     /// annotations title/description/default/examples/deprecated/readOnly/writeOnly), or a
     /// recursive `$ref`. Raised at registration / typed-tool build. Code `UNSUPPORTED_SCHEMA`.
     #[error("tool \"{tool}\": unsupported schema at {path}: {reason}")]
+    #[code("UNSUPPORTED_SCHEMA")]
     UnsupportedSchema {
         /// The tool name.
         tool: String,
@@ -48,6 +50,7 @@ pub enum ToolsError {
     /// A tool with this name is already registered in the same layer (global, or the same agent
     /// scope). Code `DUPLICATE_TOOL`.
     #[error("tool \"{name}\" is already registered in this scope")]
+    #[code("DUPLICATE_TOOL")]
     DuplicateTool {
         /// The duplicated name.
         name: String,
@@ -55,12 +58,14 @@ pub enum ToolsError {
     /// A tool name is empty or not a valid model-facing name (`[A-Za-z0-9_-]{1,64}`).
     /// Code `INVALID_TOOL_NAME`.
     #[error("invalid tool name \"{name}\": names must match [A-Za-z0-9_-]{{1,64}}")]
+    #[code("INVALID_TOOL_NAME")]
     InvalidToolName {
         /// The rejected name.
         name: String,
     },
     /// The name is reserved (`run_code`, the Code Mode entry point). Code `RESERVED_TOOL_NAME`.
     #[error("tool name \"{name}\" is reserved")]
+    #[code("RESERVED_TOOL_NAME")]
     ReservedToolName {
         /// The reserved name.
         name: String,
@@ -68,6 +73,7 @@ pub enum ToolsError {
     /// A restriction was refused: no agent scope, empty allow/deny, or a name that is empty or
     /// not visible to the scope. Code `INVALID_RESTRICTION`.
     #[error("invalid tool restriction: {reason}")]
+    #[code("INVALID_RESTRICTION")]
     InvalidRestriction {
         /// Why.
         reason: String,
@@ -75,6 +81,7 @@ pub enum ToolsError {
     /// The model's arguments do not match the tool's parameters; the message names the field.
     /// Upstream class `ToolArgsError`. Code `INVALID_ARGS`.
     #[error("invalid arguments for tool \"{tool}\": {message}")]
+    #[code("INVALID_ARGS")]
     InvalidArgs {
         /// The tool name.
         tool: String,
@@ -84,6 +91,7 @@ pub enum ToolsError {
     /// The body returned a value that does not match its output schema or is not lossless JSON.
     /// Upstream class `ToolOutputError`. Code `INVALID_TOOL_OUTPUT`.
     #[error("tool \"{tool}\" returned invalid output: {message}")]
+    #[code("INVALID_TOOL_OUTPUT")]
     InvalidOutput {
         /// The tool name.
         tool: String,
@@ -93,6 +101,7 @@ pub enum ToolsError {
     /// No tool of this name is visible to the caller at dispatch. Upstream class
     /// `ToolNotFoundError`. Code `UNKNOWN_TOOL`.
     #[error("unknown tool \"{name}\"")]
+    #[code("UNKNOWN_TOOL")]
     UnknownTool {
         /// The requested name.
         name: String,
@@ -100,14 +109,17 @@ pub enum ToolsError {
     /// The call was aborted before its body started. Upstream class `AbortError`.
     /// Code `ABORTED_BEFORE_DISPATCH`. Message: `tool call aborted before dispatch`.
     #[error("tool call aborted before dispatch")]
+    #[code("ABORTED_BEFORE_DISPATCH")]
     AbortedBeforeDispatch,
     /// The call's body finished after the caller aborted. Upstream class `AbortError`.
     /// Code `ABORTED`. Message: `tool call aborted`.
     #[error("tool call aborted")]
+    #[code("ABORTED")]
     Aborted,
     /// The body ran longer than the tool's `timeout()`; its signal was cancelled and the body
     /// drained. Upstream class `ToolTimeoutError`. Code `TOOL_TIMEOUT`.
     #[error("tool \"{tool}\" timed out after {ms} ms")]
+    #[code("TOOL_TIMEOUT")]
     Timeout {
         /// The tool name.
         tool: String,
@@ -117,6 +129,7 @@ pub enum ToolsError {
     /// A listener of a `tools/*` waterfall (or a guard, or the approval service) failed.
     /// Code `POLICY_FAILED`.
     #[error("{stage} failed: {message}")]
+    #[code("POLICY_FAILED")]
     PolicyFailed {
         /// The stage (`tools/pre-execute`, `guard`, `approval`, `tools/execute`, `tools/post-execute`).
         stage: &'static str,
@@ -125,6 +138,7 @@ pub enum ToolsError {
     },
     /// The tool body panicked (its task was lost). Code `TOOL_PANICKED`.
     #[error("tool \"{tool}\" panicked: {message}")]
+    #[code("TOOL_PANICKED")]
     ToolPanicked {
         /// The tool name.
         tool: String,
@@ -134,12 +148,14 @@ pub enum ToolsError {
     /// A scheduler callback (`call started` / `result committed`) failed; the batch stopped after
     /// draining in-flight calls and no results were fabricated. Code `SCHEDULER_FAILED`.
     #[error("tool scheduler failed: {message}")]
+    #[code("SCHEDULER_FAILED")]
     SchedulerFailed {
         /// The callback's error text.
         message: String,
     },
     /// A kernel registration failed (scope inactive). Code `KERNEL`.
     #[error("kernel: {message}")]
+    #[code("KERNEL")]
     Kernel {
         /// The kernel error text.
         message: String,
@@ -149,27 +165,6 @@ pub enum ToolsError {
 }
 
 impl ToolsError {
-    /// The stable machine-readable code (`SCREAMING_SNAKE_CASE`), distinct per variant.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::UnsupportedSchema { .. } => "UNSUPPORTED_SCHEMA",
-            Self::DuplicateTool { .. } => "DUPLICATE_TOOL",
-            Self::InvalidToolName { .. } => "INVALID_TOOL_NAME",
-            Self::ReservedToolName { .. } => "RESERVED_TOOL_NAME",
-            Self::InvalidRestriction { .. } => "INVALID_RESTRICTION",
-            Self::InvalidArgs { .. } => "INVALID_ARGS",
-            Self::InvalidOutput { .. } => "INVALID_TOOL_OUTPUT",
-            Self::UnknownTool { .. } => "UNKNOWN_TOOL",
-            Self::AbortedBeforeDispatch => "ABORTED_BEFORE_DISPATCH",
-            Self::Aborted => "ABORTED",
-            Self::Timeout { .. } => "TOOL_TIMEOUT",
-            Self::PolicyFailed { .. } => "POLICY_FAILED",
-            Self::ToolPanicked { .. } => "TOOL_PANICKED",
-            Self::SchedulerFailed { .. } => "SCHEDULER_FAILED",
-            Self::Kernel { .. } => "KERNEL",
-        }
-    }
-
     /// The error class name recorded in `error.info.name` (upstream names where they exist).
     pub fn name(&self) -> &'static str {
         match self {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use dsh_kernel::ErrorCode;
 mod common;
 
 use std::sync::Arc;

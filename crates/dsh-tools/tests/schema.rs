@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use dsh_kernel::ErrorCode;
 use dsh_tools::{ToolsError, define_tool, parse_args, schema};
 use serde::{Deserialize, Serialize};
 use serde_json::json;

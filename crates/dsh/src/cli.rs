@@ -327,9 +327,8 @@ pub fn main_with(h: &Harness) -> ExitCode {
     let code = match result {
         Ok(code) => code,
         Err(e) => {
-            let usage = e.downcast_ref::<app::UsageError>().is_some();
-            eprintln!("error: {e:#}");
-            if usage { 2 } else { 1 }
+            eprintln!("{}", crate::exit::error_line(&e));
+            crate::exit::for_error(&e)
         }
     };
     // Do not wait for background tasks (a hung provider connection) on the way out.

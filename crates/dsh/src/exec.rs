@@ -2,8 +2,8 @@
 //!
 //! Streams the answer to stdout (tool activity on stderr), or with `--json` every session event
 //! as a JSON line followed by a mandatory terminal `result` line written after the final flush.
-//! Exit codes: 0 completed, 1 turn error, 2 usage/config error, 3 output-token limit, 4 blocked
-//! by policy, 130 cancelled (Ctrl-C cancels the turn cleanly).
+//! Exit codes (decided in [`exit`]): 0 completed, 1 turn error, 2 usage/config error, 3
+//! output-token limit, 4 blocked by policy, 130 cancelled (Ctrl-C cancels the turn cleanly).
 
 use std::io::Write;
 use std::time::Instant;
@@ -14,6 +14,8 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::render::{self, Format};
+
+use crate::exit;
 
 /// What to run.
 pub struct ExecRequest {
@@ -92,26 +94,18 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     drop(renderer);
     let events = agent.session().events();
     let summary = render::summarize_run(&events, from_seq);
-    let mut code = render::exit_code(summary.reason.as_ref());
+    let mut code = exit::for_turn_end(summary.reason.as_ref());
     if let Err(e) = &flushed {
-        let _ = writeln!(std::io::stderr(), "error: {e}");
-        code = 1;
+        let _ = writeln!(std::io::stderr(), "{}", exit::error_line(e));
+        code = exit::for_error(e);
     }
     match req.format {
         Format::Text => {
             if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
                 let _ = writeln!(std::io::stdout());
             }
-            if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "error: {} ({})",
-                    error.message,
-                    error.code
-                );
-            }
-            if code == 3 {
-                let _ = writeln!(std::io::stderr(), "stopped at the output-token limit");
+            if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {
+                let _ = writeln!(std::io::stderr(), "{line}");
             }
         }
         Format::Json => {

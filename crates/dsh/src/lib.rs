@@ -28,6 +28,7 @@
 mod app;
 mod cli;
 mod exec;
+mod exit;
 mod interactive;
 pub mod presets;
 mod render;

@@ -172,15 +172,3 @@ pub fn summarize_run(events: &[Arc<SessionEvent>], from_seq: u64) -> TurnSummary
     }
     s
 }
-
-/// The process exit code for a turn-end reason (0 completed, 1 error, 3 max-tokens,
-/// 4 blocked, 130 aborted).
-pub fn exit_code(reason: Option<&TurnEndReason>) -> i32 {
-    match reason {
-        Some(TurnEndReason::Completed) | None => 0,
-        Some(TurnEndReason::MaxTokens) => 3,
-        Some(TurnEndReason::Blocked) => 4,
-        Some(TurnEndReason::Aborted { .. }) => 130,
-        Some(_) => 1,
-    }
-}

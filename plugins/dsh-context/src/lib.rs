@@ -126,28 +126,20 @@ impl ContextConfig {
     }
 }
 
-/// Errors of this crate; [`ContextError::code`] is stable.
-#[derive(Debug, thiserror::Error)]
+/// Errors of this crate, each with a stable code ([`dsh_kernel::ErrorCode`]).
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum ContextError {
     /// The plugin needs the `SystemPrompt` service (link dsh-system-prompt). Code
     /// `MISSING_SYSTEM_PROMPT`.
     #[error("dsh-context needs the SystemPrompt service (link dsh-system-prompt)")]
+    #[code("MISSING_SYSTEM_PROMPT")]
     MissingSystemPrompt,
     /// A section, context or variable could not be registered (e.g. another plugin already
     /// registered the `cwd` variable globally). Code `PROMPT_REGISTRATION`.
     #[error("dsh-context could not register its prompt entries: {0}")]
+    #[code("PROMPT_REGISTRATION")]
     Registration(#[from] PromptError),
-}
-
-impl ContextError {
-    /// The stable code (`SCREAMING_SNAKE_CASE`).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::MissingSystemPrompt => "MISSING_SYSTEM_PROMPT",
-            Self::Registration(_) => "PROMPT_REGISTRATION",
-        }
-    }
 }
 
 /// The agent's [`AgentInfo`] for one assembly, when the loop assembles for an agent.

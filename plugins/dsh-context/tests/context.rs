@@ -16,7 +16,7 @@ use dsh_context::{
     TOOL_GUIDANCE, agents_section_text, date_text, discover_agents_files, git_context, install,
     load_agents_file,
 };
-use dsh_kernel::{Context, Kernel, ScopeKey, Settings};
+use dsh_kernel::{Context, ErrorCode, Kernel, ScopeKey, Settings};
 use dsh_system_prompt::{
     AssembleContext, IDENTITY_TEXT, SystemPrompt, render_contexts, render_prompt,
 };

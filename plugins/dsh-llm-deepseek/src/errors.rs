@@ -6,25 +6,19 @@
 use dsh_llm::{LlmFailure, codes};
 use serde_json::Value;
 
-/// Errors of this crate outside a call (configuration, client construction).
-#[derive(Debug, thiserror::Error)]
+/// Errors of this crate outside a call (configuration, client construction), each with a stable
+/// code ([`dsh_kernel::ErrorCode`]).
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum DeepSeekError {
     /// The settings section is invalid (duplicate route ids, empty base URL, …).
+    /// Code `INVALID_SETTINGS`.
     #[error("invalid dsh-llm-deepseek settings: {0}")]
+    #[code("INVALID_SETTINGS")]
     InvalidSettings(String),
-    /// The HTTP client could not be built.
+    /// The HTTP client could not be built. Code `HTTP_CLIENT`.
     #[error("cannot build the HTTP client: {0}")]
+    #[code("HTTP_CLIENT")]
     Client(String),
-}
-
-impl DeepSeekError {
-    /// Stable code: `INVALID_SETTINGS` or `HTTP_CLIENT`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidSettings(_) => "INVALID_SETTINGS",
-            Self::Client(_) => "HTTP_CLIENT",
-        }
-    }
 }
 
 fn is_quota_wording(s: &str) -> bool {

@@ -5,11 +5,12 @@ use dsh_session::SessionError;
 
 /// Every failure of `dsh-llm-retry` set-up. (Recovery itself never fails: a problem while
 /// recovering leaves the request failure terminal and is logged.)
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum RetryError {
     /// A configured policy is invalid. Code `INVALID_RETRY_POLICY`.
     #[error("{path}: {reason}")]
+    #[code("INVALID_RETRY_POLICY")]
     InvalidPolicy {
         /// Settings path of the offending field.
         path: String,
@@ -19,19 +20,10 @@ pub enum RetryError {
     /// Declaring the `llm/retry` types with the session registry failed (another plugin owns
     /// the name). Code: the session error's code (`TYPE_REGISTRATION` family).
     #[error(transparent)]
+    #[code(transparent)]
     Session(#[from] SessionError),
     /// A kernel registration failed. Code: the kernel's code.
     #[error(transparent)]
+    #[code(transparent)]
     Kernel(#[from] KernelError),
-}
-
-impl RetryError {
-    /// The stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidPolicy { .. } => "INVALID_RETRY_POLICY",
-            Self::Session(e) => e.code(),
-            Self::Kernel(e) => e.code(),
-        }
-    }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dsh_agent::{
     AgentRequestError, RequestErrorCtx, ResolvedRetryPolicy, RetryDecision, RetryMode,
 };
-use dsh_kernel::{CancellationToken, Context, Kernel, Settings};
+use dsh_kernel::{CancellationToken, Context, ErrorCode, Kernel, Settings};
 use dsh_llm::LlmFailure;
 use dsh_llm_retry::*;
 use dsh_session::{EventData, EventTypeRegistry, Session, StepData, TurnStartData};

@@ -26,6 +26,7 @@
 //!
 //! Behaviour notes and their upstream sources: `docs/tools.md` ("Permission presets").
 
+use dsh_kernel::ErrorCode;
 mod policy;
 
 use std::collections::HashSet;
@@ -132,32 +133,24 @@ pub struct PresetData {
 }
 
 /// Errors of this crate; [`PermissionsError::code`] is stable.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
 pub enum PermissionsError {
     /// Not a preset name. Code `UNKNOWN_PERMISSION_MODE`.
     #[error(
         "unknown permission mode \"{0}\" (expected read-only, workspace-write or danger-full-access)"
     )]
+    #[code("UNKNOWN_PERMISSION_MODE")]
     UnknownMode(String),
     /// Declaring `permission/preset` failed (another plugin owns the name). Code
     /// `EVENT_TYPE_REGISTRATION`.
     #[error("cannot declare permission/preset: {0}")]
+    #[code("EVENT_TYPE_REGISTRATION")]
     Registration(String),
     /// Appending `permission/preset` to a session failed. Code `APPEND_FAILED`.
     #[error("cannot log permission/preset: {0}")]
+    #[code("APPEND_FAILED")]
     Append(String),
-}
-
-impl PermissionsError {
-    /// The stable code (`SCREAMING_SNAKE_CASE`).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::UnknownMode(_) => "UNKNOWN_PERMISSION_MODE",
-            Self::Registration(_) => "EVENT_TYPE_REGISTRATION",
-            Self::Append(_) => "APPEND_FAILED",
-        }
-    }
 }
 
 /// The `permission:policy` runtime-context text for `mode` (exact).

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -13,26 +13,18 @@ use dsh_kernel::{Context, Registration};
 use sha2::{Digest, Sha256};
 
 /// Errors of the spill store.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum SpillError {
     /// `SPILL_IO_ERROR`: creating the directory or writing the file failed (permissions,
     /// ENOSPC, an existing path at the random name).
     #[error("spill save failed: {0}")]
+    #[code("SPILL_IO_ERROR")]
     Io(String),
     /// `SPILL_UNSAFE_PATH`: the session directory exists but is not a real directory (e.g. a
     /// planted symlink).
     #[error("spill directory is unsafe: {0}")]
+    #[code("SPILL_UNSAFE_PATH")]
     UnsafePath(String),
-}
-
-impl SpillError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Io(_) => "SPILL_IO_ERROR",
-            Self::UnsafePath(_) => "SPILL_UNSAFE_PATH",
-        }
-    }
 }
 
 /// Who produced a spilled artifact (naming and inspection only, not access control).

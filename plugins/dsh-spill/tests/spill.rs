@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! The three tools ([`Read`], [`Write`], [`Edit`], each a [`dsh_tools::Tool`]) and their shared
 //! state (config, service, observations).
 
+use dsh_kernel::ErrorCode;
 use std::path::PathBuf;
 use std::sync::Arc;
 

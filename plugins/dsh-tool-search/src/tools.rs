@@ -6,6 +6,7 @@
 //! Names, parameters, caps (250 matches / 2000 bytes per line / 100 paths) and wording follow
 //! upstream: `docs/tools.md` ("Search tools").
 
+use dsh_kernel::ErrorCode;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -15,6 +15,7 @@
 //! of `null` (the enforced schema subset has no nullable types), and the foreground value adds
 //! `leftoverPids` and per-stream totals (see [`CollectedOutput`]).
 
+use dsh_kernel::ErrorCode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,6 +12,7 @@
 //! Result text: `Updated todo list: <p> pending, <i> in progress, <c> completed.`; value
 //! `{todos, counts: {pending, inProgress, completed}}`.
 
+use dsh_kernel::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -28,28 +29,20 @@ use serde::{Deserialize, Serialize};
 pub const PLUGIN_ID: &str = "dsh-tool-todo";
 
 /// Errors of the todo tool.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum TodoError {
     /// `INVALID_TODOS`: empty or duplicate content, or too many `in_progress` items.
     #[error("{0}")]
+    #[code("INVALID_TODOS")]
     Invalid(String),
     /// `NO_SESSION`: the call has no agent session to write the list to.
     #[error("todo_write requires an owning agent session")]
+    #[code("NO_SESSION")]
     NoSession,
     /// `SESSION_APPEND_FAILED`: the session refused the `todo/write` event.
     #[error("cannot record the todo list: {0}")]
+    #[code("SESSION_APPEND_FAILED")]
     Append(String),
-}
-
-impl TodoError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Invalid(_) => "INVALID_TODOS",
-            Self::NoSession => "NO_SESSION",
-            Self::Append(_) => "SESSION_APPEND_FAILED",
-        }
-    }
 }
 
 impl From<TodoError> for ToolFailure {

@@ -2,6 +2,7 @@
 //! of requests 2 and 3, replay after a resume), plain turns, quirk flags, tools and tool results,
 //! thinking on/off mapping, headers.
 
+use dsh_kernel::ErrorCode;
 use dsh_llm::{ContentBlock, Message, ToolSchema};
 use dsh_llm_deepseek::{Quirks, RouteConfig, build_body, thinking_for};
 use dsh_test_support::{ReplayServer, ScriptResponse};
