@@ -1,7 +1,7 @@
 //! [`SessionHeader`]: the immutable per-session metadata kept outside the event log, and its JSONL
 //! header-line form (`{"type":"session",…}`).
 //!
-//! Spec: `../shared/spec/persistence.md` ("SessionHeader", "JSONL backend" line 1).
+//! Behaviour: `docs/persistence.md` ("Session header").
 
 use std::path::Path;
 
@@ -15,7 +15,7 @@ pub use dsh_session::SESSION_FORMAT_VERSION;
 /// Largest integer exactly representable as a JS number (`2^53 - 1`); bound for `createdAt`.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
-/// Immutable session metadata (spec "SessionHeader"): re-exported from `dsh-session`, the one
+/// Immutable session metadata: re-exported from `dsh-session`, the one
 /// header type shared by the session log and every backend.
 pub use dsh_session::SessionHeader;
 

@@ -12,6 +12,7 @@ use dsh_llm_deepseek as _;
 use dsh_llm_retry as _;
 use dsh_permissions as _;
 use dsh_persistence as _;
+use dsh_persistence_jsonl as _;
 use dsh_persistence_sqlite as _;
 use dsh_session as _;
 use dsh_spill as _;
@@ -34,6 +35,7 @@ pub const DEFAULT_PLUGIN_IDS: &[&str] = &[
     "dsh-llm-retry",
     "dsh-permissions",
     "dsh-persistence",
+    "dsh-persistence-jsonl",
     "dsh-persistence-sqlite",
     "dsh-session",
     "dsh-spill",

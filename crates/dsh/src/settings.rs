@@ -42,7 +42,7 @@ pub struct FileSettings {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PersistenceFile {
-    /// `jsonl` (default) or `sqlite`.
+    /// Name of a linked persistence backend (default `jsonl`).
     pub backend: Option<String>,
     /// Directory for session logs (default `$DSH_HOME/sessions`).
     pub dir: Option<PathBuf>,
@@ -101,7 +101,7 @@ pub struct Config {
     pub max_tokens: Option<u64>,
     /// Persona override.
     pub persona: Option<String>,
-    /// `jsonl` or `sqlite`.
+    /// Persistence backend name.
     pub backend: String,
     /// Session directory.
     pub sessions_dir: PathBuf,
@@ -254,10 +254,10 @@ pub fn load(cwd: &Path, overrides: &Overrides) -> Result<Config> {
     let file = FileSettings::deserialize(toml::Value::Table(merged))
         .map_err(|e| anyhow!("settings: {}", e.message()))?;
     let persistence = file.persistence.clone().unwrap_or_default();
-    let backend = persistence.backend.unwrap_or_else(|| "jsonl".to_owned());
-    if backend != "jsonl" && backend != "sqlite" {
-        bail!("settings: persistence.backend must be \"jsonl\" or \"sqlite\", not {backend:?}");
-    }
+    // The persistence seam checks the name against the registered backends.
+    let backend = persistence
+        .backend
+        .unwrap_or_else(|| dsh_persistence::DEFAULT_BACKEND.to_owned());
     let permission_mode = overrides
         .permission_mode
         .clone()
@@ -337,15 +337,12 @@ impl Config {
                 })
             })
             .collect();
-        // `dsh_persistence::PersistenceSettings` reads camelCase keys and ignores unknown ones.
-        let mut persistence = json!({
-            "writeBatchMaxDelayMs": self.write_batch_ms,
+        // `dsh_persistence::PersistenceSettings`; `--ephemeral` turns persistence off.
+        let persistence = json!({
+            "backend": if self.persist { self.backend.as_str() } else { dsh_persistence::NO_BACKEND },
+            "dir": self.sessions_dir,
+            "write_batch_ms": self.write_batch_ms,
         });
-        if self.persist && self.backend == "jsonl" {
-            persistence["root"] = json!(self.sessions_dir);
-        } else {
-            persistence["backend"] = json!("none");
-        }
         let mut context = json!({"dsh_home": self.dsh_home});
         if let Some(p) = &self.persona {
             context["persona"] = json!(p);
@@ -425,9 +422,9 @@ mod tests {
         let settings = config.kernel_settings();
         let section = settings.section("dsh-persistence").unwrap();
         let parsed = dsh_persistence::PersistenceSettings::deserialize(section).unwrap();
-        assert_eq!(parsed.write_batch_max_delay_ms, Some(7));
-        assert_eq!(parsed.root, Some(PathBuf::from("/h/sessions")));
-        assert_eq!(parsed.backend, None);
+        assert_eq!(parsed.write_batch_ms, Some(7));
+        assert_eq!(parsed.dir, Some(PathBuf::from("/h/sessions")));
+        assert_eq!(parsed.backend_name(), Some("jsonl"));
     }
 
     #[test]

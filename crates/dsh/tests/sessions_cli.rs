@@ -462,13 +462,16 @@ fn verify_reports_append_rule_and_invariant_violations() {
 }
 
 #[test]
-fn verify_refuses_zstd_and_bad_headers() {
+fn verify_refuses_damaged_zstd_and_bad_headers() {
     let h = Home::new();
     let p = write_file(h.dir.path(), "session.jsonl.zstd", "xx");
     let o = h.run(&["sessions", "verify", p.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["errors"][0]["code"], json!("SESSION_FORMAT_UNSUPPORTED"));
+    assert_eq!(
+        v["errors"],
+        json!([{"code": "SESSION_PERSISTENCE_CORRUPTION", "message": "missing or incomplete header frame", "line": 1}])
+    );
     let p = write_file(
         h.dir.path(),
         "newer.jsonl",
@@ -479,6 +482,45 @@ fn verify_refuses_zstd_and_bad_headers() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["errors"][0]["code"], json!("SESSION_FORMAT_UNSUPPORTED"));
     assert_eq!(v["errors"][0]["line"], json!(1));
+    let p = write_file(h.dir.path(), "notes.txt", "hello");
+    let o = h.run(&["sessions", "verify", p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["errors"],
+        json!([{"code": "SESSION_FILE_UNRECOGNIZED", "message": format!("{} is not a session file of any registered backend (registered: jsonl, sqlite)", p.display())}])
+    );
+}
+
+/// One zstd frame (level 3, content checksum) holding `text`, as the JSONL backend writes them.
+fn zstd_frame(text: &str) -> Vec<u8> {
+    dsh_persistence_jsonl::zstd_frame(text.as_bytes()).unwrap()
+}
+
+#[test]
+fn verify_a_zstd_log() {
+    let h = Home::new();
+    let lines = log_lines("z1", 1_000, "/w/a", &[("a", "b")]);
+    // The upstream layout: one frame for the header line, one per append batch.
+    let mut bytes = zstd_frame(&format!("{}\n", lines[0]));
+    bytes.extend(zstd_frame(&join(&lines[1..6])));
+    bytes.extend(zstd_frame(&join(&lines[6..])));
+    let p = h.dir.path().join("session.jsonl.zstd");
+    std::fs::write(&p, &bytes).unwrap();
+    let ps = p.to_str().unwrap();
+    let o = h.run(&["sessions", "verify", ps]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), format!("{ps}: ok (11 events)\n"));
+    // A torn final frame: a load keeps its complete records (none here) and closes the turn.
+    let cut = bytes.len() - 5;
+    std::fs::write(&p, &bytes[..cut]).unwrap();
+    let o = h.run(&["sessions", "verify", ps, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v,
+        json!({"path": ps, "ok": false, "events": 5, "errors": [], "repair": {"tornTail": true, "closers": ["tool/result", "step/end", "turn/end"]}, "notes": []})
+    );
 }
 
 // ---- upstream conformance corpus ----

@@ -265,11 +265,16 @@ pub fn load_corpus_file(path: &Path) -> Filled {
     }
 }
 
-/// Writes header + records as a JSONL log at the backend layout path; returns (id, path).
-pub fn write_raw_log(root: &Path, filled: &Filled) -> (String, PathBuf) {
+/// Writes header + records as a JSONL log at `layout(root, cwd, id)` (the JSONL backend's
+/// `log_path`); returns (id, path).
+pub fn write_raw_log(
+    root: &Path,
+    filled: &Filled,
+    layout: impl Fn(&Path, Option<&str>, &str) -> PathBuf,
+) -> (String, PathBuf) {
     let id = filled.header["id"].as_str().unwrap().to_owned();
     let cwd = filled.header.get("cwd").and_then(Value::as_str);
-    let path = dsh_persistence::log_path(root, cwd, &id).unwrap();
+    let path = layout(root, cwd, &id);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut text = filled.header.to_string();
     text.push('\n');
