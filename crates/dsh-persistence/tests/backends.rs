@@ -240,7 +240,7 @@ fn jsonl_sqlite_export_import_identical() {
 fn conformance_corpus_jsonl_to_sqlite_identical_events() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };

@@ -1,6 +1,7 @@
 //! End-to-end tests of `dsh sessions list|show|fork|verify|import`, running the built binary
-//! against hand-written fixture logs in a temporary `DSH_HOME`, an upstream conformance log
-//! (`../shared/conformance`, skipped when absent) and the replay provider for `exec --resume`.
+//! against hand-written fixture logs in a temporary `DSH_HOME`, the upstream conformance corpus
+//! (`docs/persistence.md`, "Conformance corpus"; skipped when absent) and the replay provider for
+//! `exec --resume`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,5 @@
-//! Conformance: every upstream v0 log in `../shared/conformance/upstream-sessions/` (templates
-//! filled and `seq`/`time` restored as its README says) loads through the JSONL backend, and
+//! Conformance: every upstream v0 log of the conformance corpus (`docs/persistence.md`,
+//! "Conformance corpus"; templates filled and `seq`/`time` restored) loads through the JSONL backend, and
 //! re-writing the loaded events through a fresh backend gives records equal as JSON values to the
 //! input (header too); re-writing dsh's own output is byte-stable.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,7 +18,7 @@ use serde_json::Value;
 fn conformance_upstream_logs_load_and_rewrite_equal() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };
@@ -120,7 +120,7 @@ fn conformance_upstream_logs_load_and_rewrite_equal() {
 fn conformance_listing_reads_every_corpus_header() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };

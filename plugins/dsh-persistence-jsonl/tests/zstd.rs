@@ -153,7 +153,7 @@ fn zstd_damaged_complete_frame_is_corruption() {
 fn conformance_upstream_logs_round_trip_through_zstd() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };

@@ -1,5 +1,6 @@
 //! Shared test helpers: event builders for scripted sessions and the conformance-corpus filler
-//! (template substitution + `seq`/`time` restoration, as `../shared/conformance/README.md` says).
+//! (template substitution + `seq`/`time` restoration; see `docs/persistence.md`, "Conformance
+//! corpus").
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -130,6 +131,8 @@ pub fn to_plain(events: &[Arc<SessionEvent>]) -> Vec<SessionEvent> {
 
 // ---- conformance corpus ----
 
+/// The upstream corpus directory, found by walking up from this crate to a
+/// `shared/conformance/upstream-sessions` directory (`None` when there is none: tests skip).
 pub fn corpus_dir() -> Option<PathBuf> {
     let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
     loop {
