@@ -113,7 +113,8 @@ impl PersistenceService {
                     backend,
                 })),
                 Err(e) => {
-                    tracing::error!(backend = name, code = e.code(), error = %e, "session persistence backend cannot be opened; nothing will be stored");
+                    // Surfaced to the caller by `resolve` and every flush; logged once for the record.
+                    tracing::warn!(backend = name, code = e.code(), error = %e, "session persistence backend cannot be opened; nothing will be stored");
                     Err(e)
                 }
             }

@@ -47,6 +47,7 @@ pub struct Storage {
     kernel: Kernel,
     service: Arc<PersistenceService>,
     types: Arc<EventTypeRegistry>,
+    dir: std::path::PathBuf,
 }
 
 impl Storage {
@@ -76,6 +77,23 @@ impl Storage {
             kernel,
             service,
             types,
+            dir: config.sessions_dir.clone(),
+        })
+    }
+
+    /// Another registered backend over the same sessions directory (e.g. to export into).
+    ///
+    /// # Errors
+    /// [`UsageError`] for an unknown name (the message lists the registered ones); the
+    /// backend's open failure.
+    pub fn open_backend(&self, name: &str) -> Result<SharedPersistence> {
+        let config = dsh_persistence::BackendConfig {
+            dir: self.dir.clone(),
+            registry: self.types.clone(),
+        };
+        self.backends()?.open(name, &config).map_err(|e| match e {
+            PersistenceError::UnknownBackend { .. } => UsageError(e.to_string()).into(),
+            other => anyhow!("opening backend `{name}`: {other} ({})", other.code()),
         })
     }
 

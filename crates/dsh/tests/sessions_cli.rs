@@ -793,6 +793,90 @@ fn sqlite_backend_import_list_show_fork() {
 }
 
 #[test]
+fn export_copies_into_another_backend_and_verify_takes_a_stored_id() {
+    let h = Home::new();
+    let lines = log_lines("e1", 1_000, "/w/e", &[("first", "One.")]);
+    h.store("e1", "/w/e", &lines, 1_700_000_000);
+    let o = h.run(&["sessions", "export", "e1", "--to", "sqlite"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "e1\n");
+    assert!(h.sessions().join("sessions.sqlite").is_file());
+    let sq = |rest: &[&str]| {
+        let mut a = vec!["-c", "persistence.backend=sqlite"];
+        a.extend_from_slice(rest);
+        h.run(&a)
+    };
+    // The SQLite store lists and shows it; last activity is the last event's time there.
+    let o = sq(&["sessions", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "ID  LAST ACTIVITY     TURNS  TITLE / CWD\n\
+         e1  1970-01-01 00:00      1  first  (/w/e)\n"
+    );
+    let o = sq(&["sessions", "show", "e1", "--json"]);
+    assert_eq!(stdout(&o), join(&lines[1..]));
+    // `verify ID` checks the stored session of the configured backend.
+    let o = sq(&["sessions", "verify", "e1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o), "e1: ok (11 events)\n");
+    let o = h.run(&["sessions", "verify", "e1", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["ok"], json!(true));
+    assert!(
+        v["path"].as_str().unwrap().ends_with("/e1/session.jsonl"),
+        "{v}"
+    );
+    // The SQLite database itself verifies too (one report per stored session).
+    let db = h.sessions().join("sessions.sqlite");
+    let o = h.run(&["sessions", "verify", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{}: ok (11 events)\n", db.join("e1").display())
+    );
+    // Refusals: already there, same backend, unknown backend.
+    let o = h.run(&["sessions", "export", "e1", "--to", "sqlite"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: backend `sqlite` already has a session `e1`; not exported\n"
+    );
+    let o = h.run(&["sessions", "export", "e1", "--to", "jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: session `e1` is already stored by backend `jsonl`\n"
+    );
+    let o = h.run(&["sessions", "export", "e1", "--to", "postgres"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: unknown session persistence backend `postgres` (registered: jsonl, sqlite)\n"
+    );
+}
+
+#[test]
+fn an_unknown_backend_setting_is_a_usage_error_naming_the_registered_ones() {
+    let h = Home::new();
+    let o = h.run(&["-c", "persistence.backend=postgres", "sessions", "list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: session store: unknown session persistence backend `postgres` (registered: \
+         jsonl, sqlite)\n"
+    );
+    let o = h.run(&["-c", "persistence.backend=postgres", "exec", "hello"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: session persistence: unknown session persistence backend `postgres` \
+         (registered: jsonl, sqlite)\n"
+    );
+}
+
+#[test]
 fn verify_uses_the_plugin_declarations_a_resume_would_use() {
     let h = Home::new();
     let mut lines = log_lines("v6", 1_000, "/w/a", &[("a", "b")]);

@@ -9,9 +9,12 @@
 //! - `verify PATH [--json]` ([`verify`]): checks a session file read-only (or, when `PATH` is not
 //!   a file, the stored session of that id); exit 0 only for a clean log, 1 otherwise.
 //! - `import PATH` ([`import`]): stores such a file under its header id, repaired like a load.
+//! - `export ID --to BACKEND` ([`export`]): copies a stored session into another registered
+//!   backend over the same sessions directory.
 //!
 //! Behaviour: `docs/persistence.md` ("Inspection", "Verify").
 
+mod export;
 mod fmt;
 mod fork;
 mod import;
@@ -68,6 +71,14 @@ pub enum SessionsCommand {
         /// Path of a session file.
         path: PathBuf,
     },
+    /// Copy a stored session into another backend (same sessions directory).
+    Export {
+        /// Session id.
+        id: String,
+        /// Name of the backend to copy into (e.g. `sqlite`).
+        #[arg(long, value_name = "BACKEND")]
+        to: String,
+    },
 }
 
 /// Runs a session subcommand; returns the process exit code (0 ok, 1 failure/not clean,
@@ -84,6 +95,7 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
         SessionsCommand::Fork { id, at } => fork::run(&storage, &id, at),
         SessionsCommand::Verify { path, json } => verify::run(&storage, &path, json),
         SessionsCommand::Import { path } => import::run(&storage, &path),
+        SessionsCommand::Export { id, to } => export::run(&storage, &id, &to),
     };
     storage.close().await;
     result
