@@ -418,19 +418,14 @@ pub fn scan_zstd_log(path: &Path, id: &str, from_seq: u64) -> Result<ScannedLog>
     })
 }
 
+/// Header, revision and modification time (epoch ms) of a log.
+type HeaderRead = (SessionHeader, Revision, Option<u64>);
+
 /// Reads only the first line of a log and parses it as a header (for listing). Reads at most
 /// [`MAX_HEADER_LINE_BYTES`]; usually one 4 KiB read.
 ///
 /// # Errors
 /// As [`parse_header_line`], plus I/O and an over-long/unterminated first line (`Corruption`).
-pub fn read_header(path: &Path) -> Result<(SessionHeader, Revision)> {
-    let mut buf = Vec::new();
-    read_header_with(path, &mut buf).map(|(h, r, _)| (h, r))
-}
-
-/// Header, revision and modification time (epoch ms) of a log.
-type HeaderRead = (SessionHeader, Revision, Option<u64>);
-
 fn read_header_with(path: &Path, buf: &mut Vec<u8>) -> Result<HeaderRead> {
     if path.extension().is_some_and(|e| e == "zstd") {
         return read_zstd_header(path);

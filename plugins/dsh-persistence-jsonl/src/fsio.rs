@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dsh_persistence::{PersistenceError, Result};
@@ -148,7 +148,6 @@ pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
 #[derive(Debug)]
 pub struct SessionLock {
     _file: File,
-    path: PathBuf,
 }
 
 impl SessionLock {
@@ -168,18 +167,13 @@ impl SessionLock {
             .open(&path)
             .map_err(|e| PersistenceError::io("open-lock", &path, e))?;
         match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file, path }),
+            Ok(()) => Ok(Self { _file: file }),
             Err(std::fs::TryLockError::WouldBlock) => Err(PersistenceError::Locked {
                 id: id.to_owned(),
                 path,
             }),
             Err(std::fs::TryLockError::Error(e)) => Err(PersistenceError::io("lock", &path, e)),
         }
-    }
-
-    /// The lock file path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

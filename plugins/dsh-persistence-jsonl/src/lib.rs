@@ -12,8 +12,8 @@
 //! `sessions import`.
 
 mod backend;
-pub mod fsio;
-pub mod path;
+mod fsio;
+mod path;
 mod raw;
 
 use std::path::Path;
@@ -25,11 +25,11 @@ use dsh_persistence::{
     SharedPersistence,
 };
 
-pub use backend::{
-    Compression, JsonlBackend, JsonlConfig, MAX_HEADER_LINE_BYTES, ScannedLog, encode_lines,
-    read_header, scan_log, scan_zstd_log, zstd_frame,
+pub use backend::{Compression, JsonlBackend, JsonlConfig, zstd_frame};
+pub use path::{
+    LOCK_FILE_NAME, LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, encode_segment, log_path, project_dir,
+    project_key, session_dir,
 };
-pub use path::{encode_segment, log_path, project_dir, project_key, session_dir};
 
 /// The name this backend registers under (the `backend` setting value that selects it).
 pub const BACKEND_NAME: &str = "jsonl";
