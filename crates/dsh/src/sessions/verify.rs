@@ -36,7 +36,9 @@ pub(super) fn run(storage: &Storage, path: &Path, json: bool) -> Result<i32> {
 /// The reports of `path`: a file read by the backend that recognizes it, else a stored session
 /// of that id, else one report holding the read failure.
 pub(super) fn reports(storage: &Storage, path: &Path) -> Result<Vec<VerifyReport>> {
-    if !path.is_file()
+    // A bare name that is no file may be a stored id.
+    if !path.exists()
+        && path.components().count() == 1
         && let Some(id) = path.to_str()
         && let Ok(store) = storage.store()
         && store.list().is_ok_and(|l| l.iter().any(|h| h.id == id))
