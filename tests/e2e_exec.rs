@@ -21,7 +21,8 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dsh_persistence::{JsonlConfig, RepairReport, SessionPersistence, jsonl_persistence};
+use dsh_persistence::{RepairReport, SessionPersistence};
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
 use serde_json::{Value, json};
 
@@ -180,7 +181,7 @@ impl Env {
             .collect()
     }
 
-    fn store(&self) -> std::sync::Arc<dsh_persistence::JsonlPersistence> {
+    fn store(&self) -> std::sync::Arc<dsh_persistence_jsonl::JsonlPersistence> {
         jsonl_persistence(JsonlConfig {
             root: self.home.join("sessions"),
             ..JsonlConfig::default()
@@ -487,7 +488,7 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
 
     // The session is stored under $DSH_HOME, at the project's path, with exactly the streamed
     // events.
-    let log = dsh_persistence::log_path(
+    let log = dsh_persistence_jsonl::log_path(
         &env.home.join("sessions"),
         Some(env.repo.to_str().unwrap()),
         &id,
@@ -812,7 +813,7 @@ fn ctrl_c_during_a_long_bash_step_exits_130_with_a_balanced_session() {
     assert_eq!(stored, *events);
     assert_eq!(replay.chat_requests().len(), 1);
     // `dsh sessions verify` agrees: clean, nothing to repair.
-    let log = dsh_persistence::log_path(
+    let log = dsh_persistence_jsonl::log_path(
         &env.home.join("sessions"),
         Some(env.repo.to_str().unwrap()),
         id,
@@ -945,7 +946,7 @@ fn sessions_list_fork_and_verify_see_exec_sessions() {
 
     // Both stored logs verify clean.
     for sid in [&id, &child] {
-        let log = dsh_persistence::log_path(
+        let log = dsh_persistence_jsonl::log_path(
             &env.home.join("sessions"),
             Some(env.repo.to_str().unwrap()),
             sid,

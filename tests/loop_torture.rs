@@ -54,9 +54,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dsh_llm::{ContentBlock, Role};
-use dsh_persistence::{
-    JsonlConfig, LoadedSession, RepairReport, SessionPersistence, jsonl_persistence,
-};
+use dsh_persistence::{LoadedSession, RepairReport, SessionPersistence};
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_session::{EventData, Session, SessionEvent, check_invariants};
 use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
 use serde_json::{Value, json};
@@ -532,7 +531,7 @@ fn check_killed(
 /// `dsh sessions verify --json` on the crashed, not yet repaired log agrees with `inspect`:
 /// no errors, the same stored event count, torn-tail flag and closer types; exit 0 iff no repair.
 fn check_verify(env: &Env, id: &str, inspected: &LoadedSession, what: &str) {
-    let log = dsh_persistence::log_path(&env.sessions_dir(), env.repo.to_str(), id).unwrap();
+    let log = dsh_persistence_jsonl::log_path(&env.sessions_dir(), env.repo.to_str(), id).unwrap();
     let mut cmd = env.dsh_plain("http://127.0.0.1:9");
     cmd.args(["sessions", "verify", "--json"]).arg(&log);
     let out = run(cmd);

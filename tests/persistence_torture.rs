@@ -18,10 +18,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_persistence::{
-    Compression, JsonlConfig, SessionHeader, SessionPersistence, WriteCoordinator,
-    jsonl_persistence,
-};
+use dsh_persistence::{SessionHeader, SessionPersistence, WriteCoordinator};
+use dsh_persistence_jsonl::{Compression, JsonlConfig, jsonl_persistence};
 use dsh_session::{EventData, SessionEvent, check_invariants};
 use serde_json::{Value, json};
 

@@ -154,11 +154,11 @@ impl AgentLoop {
     /// # Errors
     /// [`LoopError::NoPersistence`], load/repair errors, restore errors, registry errors.
     pub async fn resume_agent(&self, opts: ResumeAgentOptions) -> Result<Agent, BoxError> {
-        let persistence = self
+        let loader = self
             .ctx
-            .get::<dsh_persistence::PersistenceService>()
+            .get::<dsh_agent::SessionLoader>()
             .ok_or_else(|| LoopError::NoPersistence(opts.id.clone()))?;
-        let loaded = persistence.resume(&opts.id).await?;
+        let loaded = loader.load(&opts.id).await?;
         let key = ScopeKey::new(format!("agent:{}", opts.id));
         if let Some(owner) = &opts.owner {
             key.bind_parent(owner.key())?;

@@ -14,6 +14,7 @@ pub mod events;
 mod handle;
 mod inbox;
 pub mod lifecycle;
+mod loader;
 mod registry;
 
 pub use events::{
@@ -24,6 +25,7 @@ pub use events::{
 };
 pub use handle::{Agent, AgentCancelCause, AgentError, AgentOptions, TurnRunner};
 pub use inbox::{INBOX_SPLICED, Inbox, InboxError, InboxTarget};
+pub use loader::{SessionLoader, StoredSession};
 pub use registry::{
     AgentFactory, AgentRegistry, CreateAgentOptions, RegistryError, ResumeAgentOptions,
     current_initiator, with_initiator,

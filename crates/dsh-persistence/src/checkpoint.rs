@@ -1,7 +1,7 @@
-//! The checkpoint policy (upstream plugin `dsh-session-checkpoint-policy`, here a module registered
-//! by this crate's plugin): flush barriers chosen by policy, not by the backend.
+//! The checkpoint policy (upstream it is a plugin of its own; here a module registered by this
+//! crate's plugin): flush barriers chosen by policy, not by the backend.
 //!
-//! Spec: `../shared/spec/persistence.md` ("Checkpoint policy"):
+//! Behaviour (`docs/persistence.md`, "Checkpoint policy"):
 //! 1. `llm/stream` ([`dsh_llm::LlmStream`]) is wrapped: the adapter stream is not opened until the
 //!    buffered events (including `request/header`) are durable; a flush failure yields a stream
 //!    with one `Err(LlmFailure{code: SESSION_FLUSH_FAILED})` and the adapter is never called;
@@ -22,17 +22,20 @@ use dsh_llm::{LlmFailure, LlmStream};
 use dsh_tools::{ToolsError, ToolsExecute};
 use futures::StreamExt;
 
-use crate::coordinator::WriteCoordinator;
+use std::sync::Arc;
+
+use crate::service::PersistenceService;
 
 /// Failure code of a fail-closed checkpoint (flush failed before a model call).
 pub const SESSION_FLUSH_FAILED: &str = "SESSION_FLUSH_FAILED";
 
-/// Registers the barriers through `ctx` (detached: they live as long as the scope).
+/// Registers the barriers through `ctx` (detached: they live as long as the scope). Without
+/// persistence the barriers pass straight through; a backend that cannot be opened fails them.
 ///
 /// # Errors
 /// Kernel registration failures (inactive scope).
-pub fn register(ctx: &Context, coordinator: &WriteCoordinator) -> Result<(), BoxError> {
-    let coord = coordinator.clone();
+pub fn register(ctx: &Context, service: &Arc<PersistenceService>) -> Result<(), BoxError> {
+    let coord = service.clone();
     ctx.on_waterfall_with::<LlmStream, _, _>(ListenOptions::global(), move |opts, next| {
         let coord = coord.clone();
         async move {
@@ -51,7 +54,7 @@ pub fn register(ctx: &Context, coordinator: &WriteCoordinator) -> Result<(), Box
         }
     })?
     .detach();
-    let coord = coordinator.clone();
+    let coord = service.clone();
     ctx.on_waterfall_with::<ToolsExecute, _, _>(ListenOptions::global(), move |exec, next| {
         let coord = coord.clone();
         async move {

@@ -1,8 +1,9 @@
-//! Storage-record codec glue: decoding one stored record (a `SessionEvent` or a packed
-//! `text-chunks`/`reasoning-chunks`/`tool-call-chunks` row, via `dsh-session`'s codec) into events,
-//! packing events into records for writing, and the known-type check of a loaded log.
+//! Storage-record codec glue for backends: decoding one stored record (a `SessionEvent` or a
+//! packed `text-chunks`/`reasoning-chunks`/`tool-call-chunks` row, via `dsh-session`'s codec)
+//! into events, packing events into records for writing, and the known-type check of a loaded
+//! log.
 //!
-//! Spec: `../shared/spec/persistence.md` ("Packed rows", "Errors": unknown non-ignorable type ⇒
+//! Behaviour: `docs/persistence.md` ("Packed rows", "Errors": an unknown non-ignorable type is
 //! format-unsupported).
 
 use std::path::PathBuf;
@@ -23,24 +24,8 @@ pub fn decode_record(id: &str, line: Option<u64>, record: Value) -> Result<Vec<S
         .map_err(|e| PersistenceError::corruption(id, line, format!("malformed record: {e}")))
 }
 
-/// Serializes events as JSONL record lines, each terminated by `\n`. With `pack` on, runs of
-/// packable `assistant/chunk` deltas become packed rows (`dsh_session::packed::pack`).
-pub fn encode_lines(events: &[Arc<SessionEvent>], pack: bool, out: &mut Vec<u8>) {
-    if pack {
-        for record in dsh_session::packed::pack(events) {
-            // Writing into a Vec cannot fail for a `Value`.
-            let _ = serde_json::to_writer(&mut *out, &record);
-            out.push(b'\n');
-        }
-    } else {
-        for e in events {
-            let _ = serde_json::to_writer(&mut *out, &**e);
-            out.push(b'\n');
-        }
-    }
-}
-
-/// The packed/verbatim storage records of a batch as JSON values (SQLite stores one row each).
+/// The packed (`pack`: runs of packable `assistant/chunk` deltas become packed rows) or verbatim
+/// storage records of a batch as JSON values, one per stored record.
 pub fn encode_records(events: &[Arc<SessionEvent>], pack: bool) -> Vec<Value> {
     if pack {
         dsh_session::packed::pack(events)

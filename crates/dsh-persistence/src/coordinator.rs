@@ -2,8 +2,8 @@
 //! controller without blocking the producer, writes batches after a fixed batching window, drains
 //! on flush, and retains/retries background failures.
 //!
-//! Spec: `../shared/spec/persistence.md` ("Write path"):
-//! - the first pending event starts a fixed window (`writeBatchMaxDelayMs`, default 200 ms); later
+//! Behaviour (`docs/persistence.md`, "Write path"):
+//! - the first pending event starts a fixed window (`write_batch_ms`, default 200 ms); later
 //!   events join without resetting the deadline; expiry writes one batch; events arriving during a
 //!   write form the next batch with their own window;
 //! - `flush` drains to quiescence (including events admitted meanwhile);
@@ -22,7 +22,7 @@ use crate::error::{PersistenceError, Result};
 use crate::header::SessionHeader;
 use crate::seam::SharedPersistence;
 
-/// Default batching window (`writeBatchMaxDelayMs`), in milliseconds.
+/// Default batching window (setting `write_batch_ms`), in milliseconds.
 pub const DEFAULT_WRITE_BATCH_MAX_DELAY_MS: u64 = 200;
 
 struct CtlState {

@@ -1,13 +1,14 @@
 //! The one error type of `dsh-persistence`, [`PersistenceError`], with stable codes.
 //!
-//! Spec: `../shared/spec/persistence.md` ("Errors"). Corruption (damage in the committed prefix)
+//! Behaviour: `docs/persistence.md` ("Errors"). Corruption (damage in the committed prefix)
 //! and format-unsupported (intact log this build cannot interpret) are distinct variants; every
 //! other failure names its session and, for I/O, the path and operation.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Why a stored session cannot be interpreted by this build (spec: `SessionFormatUnsupportedError`).
+/// Why a stored session cannot be interpreted by this build (upstream
+/// `SessionFormatUnsupportedError`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsupportedReason {
     /// The header's format version is greater than [`crate::SESSION_FORMAT_VERSION`]: the log was
@@ -155,10 +156,10 @@ pub enum PersistenceError {
         #[source]
         source: Arc<std::io::Error>,
     },
-    /// A backend-specific failure (e.g. SQLite) with its message.
+    /// A backend-specific failure with its message.
     #[error("{backend} backend: {detail}")]
     Backend {
-        /// Backend name (`"sqlite"`).
+        /// Backend name.
         backend: &'static str,
         /// The backend's message.
         detail: String,
@@ -166,6 +167,25 @@ pub enum PersistenceError {
     /// The coordinator or backend was closed; no more admission.
     #[error("session persistence is closed")]
     Closed,
+    /// The `backend` setting names no registered backend.
+    #[error("unknown session persistence backend `{name}` (registered: {})", if registered.is_empty() { "none".to_owned() } else { registered.join(", ") })]
+    UnknownBackend {
+        /// The configured name.
+        name: String,
+        /// The registered backend names, sorted.
+        registered: Vec<String>,
+    },
+    /// Persistence is off (`backend = "none"` or no sessions directory configured).
+    #[error("session persistence is off")]
+    Disabled,
+    /// No registered backend recognizes a session file.
+    #[error("{} is not a session file of any registered backend (registered: {})", path.display(), registered.join(", "))]
+    UnrecognizedFile {
+        /// The file.
+        path: PathBuf,
+        /// The registered backend names, sorted.
+        registered: Vec<String>,
+    },
 }
 
 impl PersistenceError {
@@ -186,6 +206,9 @@ impl PersistenceError {
             Self::Io { .. } => "SESSION_PERSISTENCE_IO",
             Self::Backend { .. } => "SESSION_PERSISTENCE_BACKEND",
             Self::Closed => "SESSION_PERSISTENCE_CLOSED",
+            Self::UnknownBackend { .. } => "SESSION_PERSISTENCE_UNKNOWN_BACKEND",
+            Self::Disabled => "SESSION_PERSISTENCE_DISABLED",
+            Self::UnrecognizedFile { .. } => "SESSION_FILE_UNRECOGNIZED",
         }
     }
 

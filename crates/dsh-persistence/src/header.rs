@@ -1,7 +1,7 @@
 //! [`SessionHeader`]: the immutable per-session metadata kept outside the event log, and its JSONL
 //! header-line form (`{"type":"session",…}`).
 //!
-//! Spec: `../shared/spec/persistence.md` ("SessionHeader", "JSONL backend" line 1).
+//! Behaviour: `docs/persistence.md` ("Session header").
 
 use std::path::Path;
 
@@ -15,52 +15,28 @@ pub use dsh_session::SESSION_FORMAT_VERSION;
 /// Largest integer exactly representable as a JS number (`2^53 - 1`); bound for `createdAt`.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
-/// Immutable session metadata (spec "SessionHeader"): re-exported from `dsh-session`, the one
+/// Immutable session metadata: re-exported from `dsh-session`, the one
 /// header type shared by the session log and every backend.
 pub use dsh_session::SessionHeader;
 
-/// Validates a header for storage: non-empty id, `createdAt` and `delegationDepth` ≤ 2^53-1,
-/// absolute `cwd`, `origin` ∈ {`subagent`}, `type` = `session`, no retired
-/// `sandboxMode`/`approvalPolicy` fields, `version` = [`SESSION_FORMAT_VERSION`].
+/// Validates a header for storage: [`check_version`] first (a typed, direction-aware refusal),
+/// then the one header validator, `SessionHeader::validate` of `dsh-session` (type, id,
+/// `createdAt`/`delegationDepth` ≤ 2^53-1, absolute `cwd`, `origin` ∈ {`subagent`}, no retired
+/// `sandboxMode`/`approvalPolicy` fields).
 ///
 /// # Errors
-/// [`PersistenceError::FormatUnsupported`] for another version (checked first);
+/// [`PersistenceError::FormatUnsupported`] for another version;
 /// [`PersistenceError::InvalidHeader`] for a shape defect.
 pub fn validate_header(header: &SessionHeader) -> Result<()> {
     check_version(&header.id, header.version, None)?;
-    let bad = |detail: String| Err(PersistenceError::InvalidHeader { detail });
-    if header.record_type != "session" {
-        return bad(format!(
-            "type \"{}\" is not \"session\"",
-            header.record_type
-        ));
-    }
-    if header.id.is_empty() {
-        return bad("empty session id".into());
-    }
-    if header.created_at > MAX_SAFE_INTEGER {
-        return bad(format!(
-            "createdAt {} is not a safe integer",
-            header.created_at
-        ));
-    }
-    if header.depth() > MAX_SAFE_INTEGER {
-        return bad("delegationDepth is not a safe integer".into());
-    }
-    if let Some(cwd) = &header.cwd
-        && !is_absolute(cwd)
-    {
-        return bad(format!("cwd \"{cwd}\" is not absolute"));
-    }
-    if let Some(origin) = &header.origin
-        && origin != "subagent"
-    {
-        return bad(format!("origin \"{origin}\" is not \"subagent\""));
-    }
-    if header.extra.contains_key("sandboxMode") || header.extra.contains_key("approvalPolicy") {
-        return bad("uses retired policy baseline fields".into());
-    }
-    Ok(())
+    header
+        .validate()
+        .map_err(|e| PersistenceError::InvalidHeader {
+            detail: match e {
+                dsh_session::SessionError::FormatUnsupported { message } => message,
+                other => other.to_string(),
+            },
+        })
 }
 
 /// The header as stored: `delegationDepth` always present (absent ⇒ 0), `type` = `session`.
@@ -137,16 +113,6 @@ pub fn parse_header_value(
         other => other,
     })?;
     Ok(header)
-}
-
-fn is_absolute(path: &str) -> bool {
-    let b = path.as_bytes();
-    path.starts_with('/')
-        || path.starts_with("\\\\")
-        || (b.len() >= 3
-            && b[0].is_ascii_alphabetic()
-            && b[1] == b':'
-            && (b[2] == b'\\' || b[2] == b'/'))
 }
 
 /// Refuses a foreign format version with a direction-aware [`PersistenceError::FormatUnsupported`].

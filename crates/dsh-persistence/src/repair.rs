@@ -2,8 +2,7 @@
 //! events that close an open trailing turn (per-pending-call error results, `step/end`,
 //! `turn/end {interrupted}`).
 //!
-//! Spec: `../shared/spec/persistence.md` ("Crash recovery"); upstream
-//! `packages/core/session/src/repair.ts` (texts and message ids are identical). Bug case BC-24.
+//! Behaviour: `docs/persistence.md` ("Crash recovery"; texts and message ids are upstream's).
 
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! [`StorageBackend`], and [`Persistence`], the shared implementation of the seam over any
 //! backend (lazy create, first-seq check, cold repair sequencing, format checks).
 //!
-//! Spec: `../shared/spec/persistence.md` ("Seam API", "Crash recovery", backend hooks
-//! `loadStored`/`appendBatch`/`commitRepair`/`list`).
+//! Behaviour: `docs/persistence.md` ("Seam API", "Crash recovery", "Backend hooks",
+//! "Inspection").
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -16,27 +16,31 @@ use crate::error::{PersistenceError, Result};
 use crate::header::{SessionHeader, normalize_header, validate_header};
 use crate::repair::interrupted_turn_closers;
 
-/// Where a backend keeps one session's artifact (`kind` = `"jsonl"`; SQLite has none).
+/// Where a backend keeps one session's artifact (`kind` names the artifact type, e.g. a file
+/// format; backends without a per-session artifact return none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLocation {
-    /// Artifact kind, e.g. `"jsonl"`.
+    /// Artifact kind (backend-defined).
     pub kind: &'static str,
     /// The artifact path.
     pub path: PathBuf,
 }
 
-/// An opaque stored-state revision: changes on every append and every repair. JSONL:
-/// `dev:ino:size:mtime_ns`; SQLite: `incarnation:revision`.
+/// An opaque stored-state revision: changes on every append and every repair (each backend
+/// documents its form).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Revision(pub String);
 
-/// A header plus the revision of the stored session it belongs to (spec `listSnapshots`).
+/// A header plus the revision of the stored session it belongs to (upstream `listSnapshots`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSnapshot {
     /// The stored header.
     pub header: SessionHeader,
     /// The stored revision.
     pub revision: Revision,
+    /// Time of the last durable write, epoch ms, when the backend records one cheaply (a file
+    /// backend's modification time); `None` ⇒ inspection uses the last event's `time`.
+    pub updated_at: Option<u64>,
 }
 
 /// What a repair did (or, for `inspect`, would do).
@@ -64,7 +68,7 @@ pub struct LoadedSession {
 /// The durable session store seam. All methods block on I/O; call them from
 /// `tokio::task::spawn_blocking` (the [`crate::WriteCoordinator`] does).
 pub trait SessionPersistence: Send + Sync + 'static {
-    /// Backend name (`"jsonl"`, `"sqlite"`).
+    /// Backend name (the name it is registered under, e.g. `"jsonl"`).
     fn name(&self) -> &'static str;
 
     /// The artifact location of a session, without I/O (`None` for backends without one).
@@ -139,6 +143,67 @@ pub trait SessionPersistence: Send + Sync + 'static {
 
     /// Forgets per-session writer state and releases the writer lock (`session/disposed`).
     fn release(&self, id: &str);
+
+    /// Summaries of every stored session ([`crate::SessionSummary`]: header, first prompt, turn
+    /// count from the parsed events, last activity), in [`SessionPersistence::list_snapshots`]
+    /// order. A session whose events cannot be read is kept with an empty title and 0 turns
+    /// (logged).
+    ///
+    /// # Errors
+    /// As [`SessionPersistence::list`].
+    fn summaries(&self) -> Result<Vec<crate::SessionSummary>> {
+        crate::inspect::summaries(self)
+    }
+
+    /// The summary of one stored session (the `inspect` view: repair closers included).
+    ///
+    /// # Errors
+    /// As [`SessionPersistence::inspect`].
+    fn summary(&self, id: &str) -> Result<crate::SessionSummary> {
+        crate::inspect::summary(self, id)
+    }
+
+    /// Forks a stored session into a new stored one seeded with its events through `at`
+    /// (inclusive seq; `None` = all) and ending with `session/end-seed`; returns the new id.
+    ///
+    /// # Errors
+    /// [`PersistenceError::NotFound`]; [`PersistenceError::InvalidArgument`] when `at` is past the
+    /// end or the prefix ends inside an open turn; [`PersistenceError::Corruption`] when the
+    /// prefix does not replay; write errors.
+    fn fork(&self, id: &str, at: Option<u64>) -> Result<String> {
+        crate::inspect::fork(self, id, at)
+    }
+
+    /// Stores a verified log ([`crate::VerifyReport`] without errors) under its header id,
+    /// closers included (the repair a load would make); returns the id.
+    ///
+    /// # Errors
+    /// [`PersistenceError::InvalidArgument`] for a report with errors, no header or no events;
+    /// [`PersistenceError::AlreadyExists`]; write errors.
+    fn import(&self, report: &crate::VerifyReport) -> Result<String> {
+        crate::inspect::import(self, report)
+    }
+
+    /// Copies one stored session (its `inspect` view) into `to` under the same id and header.
+    ///
+    /// # Errors
+    /// Load errors of this store; `create`/`append` errors of `to`.
+    fn export(&self, id: &str, to: &dyn SessionPersistence) -> Result<()> {
+        crate::inspect::export(self, id, to)
+    }
+
+    /// Verifies one stored session read-only, like `verify` of a file: the stored events are
+    /// replayed through the session rules and the repair a load would make is reported.
+    ///
+    /// # Errors
+    /// As [`SessionPersistence::inspect`] (a stored session that cannot be read at all).
+    fn verify_stored(
+        &self,
+        id: &str,
+        registry: &Arc<EventTypeRegistry>,
+    ) -> Result<crate::VerifyReport> {
+        crate::inspect::verify_stored(self, id, registry)
+    }
 }
 
 /// A stored prefix as read by a backend: the header, the valid contiguous events, the revision,

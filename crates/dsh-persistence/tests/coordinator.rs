@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use common::Script;
 use dsh_persistence::{
-    JsonlConfig, LoadedSession, PersistenceError, Result, SessionHeader, SessionPersistence,
-    SessionSnapshot, WriteCoordinator,
+    LoadedSession, PersistenceError, Result, SessionHeader, SessionPersistence, SessionSnapshot,
+    WriteCoordinator,
 };
+use dsh_persistence_jsonl::JsonlConfig;
 use dsh_session::SessionEvent;
 
 #[derive(Default)]
@@ -182,25 +183,39 @@ async fn cursor_skips_restored_events() {
 
 // ---- kernel wiring ----
 
-#[tokio::test]
-async fn kernel_session_events_are_persisted_and_flush_is_durable() {
+/// A kernel booted with every linked plugin and the JSONL backend at `dir` (1 h batching window,
+/// so only flushes write).
+async fn booted(
+    dir: &std::path::Path,
+) -> (dsh_kernel::Kernel, Arc<dsh_persistence::PersistenceService>) {
+    use dsh_persistence_jsonl as _;
     use dsh_session as _;
     let kernel = dsh_kernel::Kernel::new();
+    kernel
+        .root()
+        .provide(Arc::new(dsh_kernel::Settings::new().with_section(
+            "dsh-persistence",
+            serde_json::json!({"dir": dir, "write_batch_ms": 3_600_000}),
+        )))
+        .unwrap()
+        .detach();
     let report = kernel.boot().await.unwrap();
-    assert!(
-        report.applied.contains(&"dsh-session"),
-        "{:?}",
-        report.applied
-    );
+    for id in ["dsh-session", "dsh-persistence", "dsh-persistence-jsonl"] {
+        assert!(report.applied.contains(&id), "{:?}", report.applied);
+    }
+    let service = kernel
+        .root()
+        .require::<dsh_persistence::PersistenceService>()
+        .unwrap();
+    assert!(service.resolve().unwrap());
+    (kernel, service)
+}
+
+#[tokio::test]
+async fn kernel_session_events_are_persisted_and_flush_is_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
-        root: dir.path().to_path_buf(),
-        pack_chunks: true,
-        compression: Default::default(),
-    });
-    let ctx = kernel.root().child("persistence").unwrap();
-    let service =
-        dsh_persistence::install(&ctx, backend.clone(), Duration::from_secs(3600)).unwrap();
+    let (kernel, service) = booted(dir.path()).await;
+    let backend = service.backend().unwrap();
     let store = kernel
         .root()
         .require::<dsh_session::SessionStore>()
@@ -233,7 +248,7 @@ async fn kernel_session_events_are_persisted_and_flush_is_durable() {
     let loaded = backend.inspect("k1").unwrap();
     assert_eq!(loaded.events.len(), 2);
     assert_eq!(loaded.header.cwd.as_deref(), Some("/work/k"));
-    assert_eq!(service.coordinator.cursor("k1"), Some((2, 0)));
+    assert_eq!(service.coordinator().unwrap().cursor("k1"), Some((2, 0)));
 
     // llm/stream checkpoint: the terminal (adapter) runs only after the buffered event is durable.
     session
@@ -273,7 +288,7 @@ async fn llm_stream_checkpoint_is_fail_closed() {
     mock.fail.store(true, Ordering::SeqCst);
     let service = dsh_persistence::install(&ctx, mock.clone(), Duration::from_secs(3600)).unwrap();
     let h = SessionHeader::new("s", 1);
-    service.coordinator.admit(&h, &events(1)[0]);
+    service.coordinator().unwrap().admit(&h, &events(1)[0]);
     let mut opts = dsh_llm::GenerateOptions::new(
         &serde_json::from_value(serde_json::json!({"provider":"p","model":"m"})).unwrap(),
         vec![],
@@ -299,14 +314,14 @@ async fn llm_stream_checkpoint_is_fail_closed() {
         failure.code,
         dsh_persistence::checkpoint::SESSION_FLUSH_FAILED
     );
-    assert_eq!(service.coordinator.cursor("s"), Some((0, 1)));
+    assert_eq!(service.coordinator().unwrap().cursor("s"), Some((0, 1)));
     kernel.dispose().await;
 }
 
 #[tokio::test]
 async fn resume_rebuilds_session_and_continues_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
+    let backend = dsh_persistence_jsonl::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
         compression: Default::default(),
@@ -327,7 +342,7 @@ async fn resume_rebuilds_session_and_continues_the_log() {
 
     let kernel = dsh_kernel::Kernel::new();
     let ctx = kernel.root().child("p").unwrap();
-    let fresh = dsh_persistence::jsonl_persistence(JsonlConfig {
+    let fresh = dsh_persistence_jsonl::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
         compression: Default::default(),
@@ -346,15 +361,15 @@ async fn resume_rebuilds_session_and_continues_the_log() {
     assert_eq!(session.open_turn(), None);
     // The restored events are below the cursor: re-admitting them writes nothing.
     for e in session.events() {
-        service.coordinator.admit(&loaded.header, &e);
+        service.coordinator().unwrap().admit(&loaded.header, &e);
     }
-    assert_eq!(service.coordinator.cursor("r1"), Some((n, 0)));
+    assert_eq!(service.coordinator().unwrap().cursor("r1"), Some((n, 0)));
     let next = session
         .append_value("turn/start", serde_json::json!({"turn": 3}), None, false)
         .unwrap();
-    service.coordinator.admit(&loaded.header, &next);
+    service.coordinator().unwrap().admit(&loaded.header, &next);
     service.flush("r1").await.unwrap();
-    let reread = dsh_persistence::jsonl_persistence(JsonlConfig {
+    let reread = dsh_persistence_jsonl::jsonl_persistence(JsonlConfig {
         root: dir.path().to_path_buf(),
         pack_chunks: true,
         compression: Default::default(),
@@ -368,18 +383,9 @@ async fn resume_rebuilds_session_and_continues_the_log() {
 
 #[tokio::test]
 async fn seeded_session_persists_its_seed() {
-    use dsh_session as _;
-    let kernel = dsh_kernel::Kernel::new();
-    kernel.boot().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let backend = dsh_persistence::jsonl_persistence(JsonlConfig {
-        root: dir.path().to_path_buf(),
-        pack_chunks: true,
-        compression: Default::default(),
-    });
-    let ctx = kernel.root().child("persistence").unwrap();
-    let service =
-        dsh_persistence::install(&ctx, backend.clone(), Duration::from_secs(3600)).unwrap();
+    let (kernel, service) = booted(dir.path()).await;
+    let backend = service.backend().unwrap();
     let store = kernel
         .root()
         .require::<dsh_session::SessionStore>()
@@ -408,7 +414,8 @@ async fn seeded_session_persists_its_seed() {
     );
     assert_eq!(
         service
-            .coordinator
+            .coordinator()
+            .unwrap()
             .retained_failure("fork1")
             .map(|e| e.code()),
         None
@@ -425,7 +432,7 @@ async fn tool_body_runs_only_after_its_call_is_durable_and_fails_closed() {
     let h = SessionHeader::new("s", 1);
     let ev = events(10);
     for e in &ev[..9] {
-        service.coordinator.admit(&h, e);
+        service.coordinator().unwrap().admit(&h, e);
     }
     let exec = |id: &str, root: &str| dsh_tools::ToolDispatchExecution {
         exec: Arc::new(dsh_tools::ToolExecution {
@@ -457,7 +464,7 @@ async fn tool_body_runs_only_after_its_call_is_durable_and_fails_closed() {
     );
 
     // Fail-closed: the flush fails, the body never runs.
-    service.coordinator.admit(&h, &ev[9]);
+    service.coordinator().unwrap().admit(&h, &ev[9]);
     mock.fail.store(true, Ordering::SeqCst);
     let ran = Arc::new(AtomicBool::new(false));
     let ran2 = ran.clone();

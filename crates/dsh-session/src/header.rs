@@ -76,12 +76,15 @@ impl SessionHeader {
         self.delegation_depth.unwrap_or(0)
     }
 
-    /// Validates the header.
+    /// Validates the header: the one header validator of dsh (the session log and every storage
+    /// backend apply it).
     ///
     /// # Errors
     /// [`SessionError::FormatUnsupported`] when `type` is not `session`, `version` is not 0
-    /// (message says "newer, upgrade dsh" or "older, no upgrade path"), `createdAt` is not a
-    /// safe integer, `cwd` is not absolute, or `id` is empty.
+    /// (message says "newer, upgrade dsh" or "older, no upgrade path"), `id` is empty,
+    /// `createdAt` or `delegationDepth` is not a safe integer, `cwd` is not absolute, `origin` is
+    /// neither absent nor `subagent`, or the retired `sandboxMode`/`approvalPolicy` fields are
+    /// present.
     pub fn validate(&self) -> Result<(), SessionError> {
         let bad = |m: String| Err(SessionError::FormatUnsupported { message: m });
         if self.record_type != "session" {
@@ -107,10 +110,21 @@ impl SessionHeader {
         if self.created_at > MAX_SAFE_INTEGER {
             return bad("createdAt is not a safe integer".to_owned());
         }
+        if self.depth() > MAX_SAFE_INTEGER {
+            return bad("delegationDepth is not a safe integer".to_owned());
+        }
         if let Some(cwd) = &self.cwd
             && !is_absolute(cwd)
         {
             return bad(format!("cwd `{cwd}` is not absolute"));
+        }
+        if let Some(origin) = &self.origin
+            && origin != "subagent"
+        {
+            return bad(format!("origin `{origin}` is not `subagent`"));
+        }
+        if self.extra.contains_key("sandboxMode") || self.extra.contains_key("approvalPolicy") {
+            return bad("uses retired policy baseline fields".to_owned());
         }
         Ok(())
     }

@@ -1,15 +1,17 @@
-//! Booting the harness for one run: settings → kernel → plugins → persistence backend, and the
-//! agent to work with (fresh, resumed, or continued).
+//! Booting the harness for one run: settings → kernel → plugins (the persistence seam opens the
+//! backend its settings name), and the agent to work with (fresh, resumed, or continued); and the
+//! session store of the session commands ([`Storage`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Result, anyhow};
 use dsh_agent::{Agent, AgentOptions, AgentRegistry, CreateAgentOptions, ResumeAgentOptions};
 use dsh_kernel::Kernel;
 use dsh_llm::LlmService;
-use dsh_persistence::{PersistenceService, SessionHeader, SessionPersistence};
-use dsh_session::SessionStore;
+use dsh_persistence::{
+    PersistenceBackends, PersistenceError, PersistenceService, SessionHeader, SharedPersistence,
+};
+use dsh_session::{EventTypeRegistry, SessionStore};
 
 use crate::settings::Config;
 
@@ -37,30 +39,98 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// The storage seam for `config` without booting a kernel (session commands).
-///
-/// # Errors
-/// Opening the SQLite database.
-pub fn storage(config: &Config) -> Result<Arc<dyn SessionPersistence>> {
-    let registry = dsh_session::EventTypeRegistry::shared_default();
-    Ok(match config.backend().as_str() {
-        "sqlite" => {
-            std::fs::create_dir_all(config.sessions_dir())
-                .with_context(|| format!("creating {}", config.sessions_dir().display()))?;
-            dsh_persistence_sqlite::open_persistence(dsh_persistence_sqlite::SqliteConfig {
-                path: dsh_persistence_sqlite::default_db_path(&config.sessions_dir()),
-                pack_chunks: true,
-            })
-            .map_err(|e| anyhow!("opening the SQLite session store: {e}"))?
+/// The session store of `config` for the session commands: a kernel booted with every linked
+/// plugin (a plugin that fails to start is logged, not fatal: the store does not need it) and the
+/// persistence seam it provides. The backend is the one the `[persistence]` settings name; this
+/// binary knows none by name.
+pub struct Storage {
+    kernel: Kernel,
+    service: Arc<PersistenceService>,
+    types: Arc<EventTypeRegistry>,
+    dir: std::path::PathBuf,
+}
+
+impl Storage {
+    /// Boots the plugins of `config` and finds the persistence seam.
+    ///
+    /// # Errors
+    /// No persistence seam linked or started.
+    pub async fn open(config: &Config) -> Result<Self> {
+        let kernel = Kernel::new();
+        kernel
+            .root()
+            .provide(Arc::new(config.kernel_settings()))
+            .map_err(|e| anyhow!("{e}"))?
+            .detach();
+        if let Err(e) = kernel.boot_with(&config.plugins).await {
+            tracing::warn!(error = %e, "some plugins failed to start; the session store does not need them");
         }
-        _ => Arc::new(dsh_persistence::Persistence::with_registry(
-            dsh_persistence::JsonlBackend::new(dsh_persistence::JsonlConfig {
-                root: config.sessions_dir().clone(),
-                ..dsh_persistence::JsonlConfig::default()
-            }),
-            registry,
-        )),
-    })
+        let service = kernel
+            .root()
+            .get::<PersistenceService>()
+            .ok_or_else(|| anyhow!("no session persistence plugin is running"))?;
+        let types = kernel
+            .root()
+            .get::<EventTypeRegistry>()
+            .unwrap_or_else(EventTypeRegistry::shared_default);
+        Ok(Self {
+            kernel,
+            service,
+            types,
+            dir: config.sessions_dir(),
+        })
+    }
+
+    /// Another registered backend over the same sessions directory (e.g. to export into).
+    ///
+    /// # Errors
+    /// [`UsageError`] for an unknown name (the message lists the registered ones); the
+    /// backend's open failure.
+    pub fn open_backend(&self, name: &str) -> Result<SharedPersistence> {
+        let config = dsh_persistence::BackendConfig {
+            dir: self.dir.clone(),
+            registry: self.types.clone(),
+        };
+        self.backends()?.open(name, &config).map_err(|e| match e {
+            PersistenceError::UnknownBackend { .. } => UsageError(e.to_string()).into(),
+            other => anyhow!("opening backend `{name}`: {other} ({})", other.code()),
+        })
+    }
+
+    /// The configured store.
+    ///
+    /// # Errors
+    /// [`UsageError`] when persistence is off or the backend is unknown; the backend's open
+    /// failure.
+    pub fn store(&self) -> Result<SharedPersistence> {
+        self.service.backend().map_err(|e| match e {
+            PersistenceError::Disabled | PersistenceError::UnknownBackend { .. } => {
+                UsageError(format!("session store: {e}")).into()
+            }
+            other => anyhow!("opening the session store: {other} ({})", other.code()),
+        })
+    }
+
+    /// The registered backends (for reading standalone session files).
+    ///
+    /// # Errors
+    /// A host-given backend without a registry (not the case in this binary).
+    pub fn backends(&self) -> Result<Arc<PersistenceBackends>> {
+        self.service
+            .backends()
+            .cloned()
+            .ok_or_else(|| anyhow!("no persistence backend registry"))
+    }
+
+    /// The event types a resume accepts: every booted plugin's declarations.
+    pub fn types(&self) -> &Arc<EventTypeRegistry> {
+        &self.types
+    }
+
+    /// Tears the kernel down (unregisters the plugin declarations).
+    pub async fn close(self) {
+        self.kernel.dispose().await;
+    }
 }
 
 impl App {
@@ -84,14 +154,11 @@ impl App {
             // base_url, an invalid section): a configuration error, exit 2.
             return Err(UsageError(format!("plugins failed to start: {e}")).into());
         }
-        if config.persist && config.backend() == "sqlite" {
-            let backend = storage(&config)?;
-            dsh_persistence::install(
-                kernel.root(),
-                backend,
-                Duration::from_millis(config.write_batch_ms()),
-            )
-            .map_err(|e| anyhow!("installing the SQLite session store: {e}"))?;
+        // Every backend plugin is applied now: open the configured one (fail early on a bad name).
+        if let Some(persistence) = kernel.root().get::<PersistenceService>() {
+            persistence
+                .resolve()
+                .map_err(|e| UsageError(format!("session persistence: {e}")))?;
         }
         let mut config = config;
         if config.model_is_default
@@ -174,17 +241,23 @@ impl App {
             .map_err(|e| anyhow!("creating the session: {e}"))
     }
 
+    /// The persistence seam's store, `None` when persistence is off (`--ephemeral`).
+    fn store(&self) -> Result<Option<SharedPersistence>> {
+        let Some(service) = self.kernel.root().get::<PersistenceService>() else {
+            return Ok(None);
+        };
+        match service.backend() {
+            Ok(b) => Ok(Some(b)),
+            Err(PersistenceError::Disabled) => Ok(None),
+            Err(e) => Err(anyhow!("session store: {e} ({})", e.code())),
+        }
+    }
+
     /// Resumes a persisted session.
     ///
     /// # Errors
     /// [`UsageError`] without persistence or for an unknown id; load errors.
     pub async fn resume(&self, id: &str) -> Result<Agent> {
-        if self.kernel.root().get::<PersistenceService>().is_none() {
-            return Err(UsageError(
-                "resuming a stored session needs persistence (drop --ephemeral)".into(),
-            )
-            .into());
-        }
         if !self.stored_headers()?.iter().any(|h| h.id == id) {
             return Err(UsageError(format!(
                 "no stored session `{id}` (see `dsh sessions list`)"
@@ -204,16 +277,15 @@ impl App {
     /// Stored session headers, newest first.
     ///
     /// # Errors
-    /// Storage errors.
+    /// [`UsageError`] when persistence is off; storage errors.
     pub fn stored_headers(&self) -> Result<Vec<SessionHeader>> {
-        let storage: Arc<dyn SessionPersistence> =
-            match self.kernel.root().get::<PersistenceService>() {
-                Some(p) => p.backend.clone(),
-                None => storage(&self.config)?,
-            };
-        let mut list = storage
-            .list()
-            .map_err(|e| anyhow!("listing sessions: {e}"))?;
+        let Some(store) = self.store()? else {
+            return Err(UsageError(
+                "resuming a stored session needs persistence (drop --ephemeral)".into(),
+            )
+            .into());
+        };
+        let mut list = store.list().map_err(|e| anyhow!("listing sessions: {e}"))?;
         list.sort_by_key(|h| std::cmp::Reverse(h.created_at));
         Ok(list)
     }

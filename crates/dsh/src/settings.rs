@@ -589,27 +589,12 @@ impl Config {
             .with_fact("ephemeral", json!(!self.persist))
     }
 
-    /// The persistence seam's `backend` (default `jsonl`).
-    pub fn backend(&self) -> String {
-        get_str(&self.resolved, "dsh-persistence", "backend").unwrap_or_else(|| "jsonl".into())
-    }
-
     /// The sessions directory: the persistence seam's `dir` made absolute, else
     /// `$DSH_HOME/sessions`.
     pub fn sessions_dir(&self) -> PathBuf {
         get_str(&self.resolved, "dsh-persistence", "dir")
             .and_then(|d| absolute(Path::new(&d)).ok())
             .unwrap_or_else(|| self.dsh_home.join("sessions"))
-    }
-
-    /// The persistence batching window (ms, default 200).
-    pub fn write_batch_ms(&self) -> u64 {
-        self.resolved
-            .sections
-            .get("dsh-persistence")
-            .and_then(|s| s.get("write_batch_ms"))
-            .and_then(Value::as_u64)
-            .unwrap_or(200)
     }
 
     /// The model for `route_models` (the booted route's model ids): the configured model when a

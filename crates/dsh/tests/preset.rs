@@ -35,6 +35,7 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-llm-retry",
             "dsh-permissions",
             "dsh-persistence",
+            "dsh-persistence-jsonl",
             "dsh-persistence-sqlite",
             "dsh-session",
             "dsh-spill",

@@ -1,6 +1,7 @@
 //! End-to-end tests of `dsh sessions list|show|fork|verify|import`, running the built binary
-//! against hand-written fixture logs in a temporary `DSH_HOME`, an upstream conformance log
-//! (`../shared/conformance`, skipped when absent) and the replay provider for `exec --resume`.
+//! against hand-written fixture logs in a temporary `DSH_HOME`, the upstream conformance corpus
+//! (`docs/persistence.md`, "Conformance corpus"; skipped when absent) and the replay provider for
+//! `exec --resume`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -462,13 +463,16 @@ fn verify_reports_append_rule_and_invariant_violations() {
 }
 
 #[test]
-fn verify_refuses_zstd_and_bad_headers() {
+fn verify_refuses_damaged_zstd_and_bad_headers() {
     let h = Home::new();
     let p = write_file(h.dir.path(), "session.jsonl.zstd", "xx");
     let o = h.run(&["sessions", "verify", p.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["errors"][0]["code"], json!("SESSION_FORMAT_UNSUPPORTED"));
+    assert_eq!(
+        v["errors"],
+        json!([{"code": "SESSION_PERSISTENCE_CORRUPTION", "message": "missing or incomplete header frame", "line": 1}])
+    );
     let p = write_file(
         h.dir.path(),
         "newer.jsonl",
@@ -479,6 +483,45 @@ fn verify_refuses_zstd_and_bad_headers() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["errors"][0]["code"], json!("SESSION_FORMAT_UNSUPPORTED"));
     assert_eq!(v["errors"][0]["line"], json!(1));
+    let p = write_file(h.dir.path(), "notes.txt", "hello");
+    let o = h.run(&["sessions", "verify", p.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["errors"],
+        json!([{"code": "SESSION_FILE_UNRECOGNIZED", "message": format!("{} is not a session file of any registered backend (registered: jsonl, sqlite)", p.display())}])
+    );
+}
+
+/// One zstd frame (level 3, content checksum) holding `text`, as the JSONL backend writes them.
+fn zstd_frame(text: &str) -> Vec<u8> {
+    dsh_persistence_jsonl::zstd_frame(text.as_bytes()).unwrap()
+}
+
+#[test]
+fn verify_a_zstd_log() {
+    let h = Home::new();
+    let lines = log_lines("z1", 1_000, "/w/a", &[("a", "b")]);
+    // The upstream layout: one frame for the header line, one per append batch.
+    let mut bytes = zstd_frame(&format!("{}\n", lines[0]));
+    bytes.extend(zstd_frame(&join(&lines[1..6])));
+    bytes.extend(zstd_frame(&join(&lines[6..])));
+    let p = h.dir.path().join("session.jsonl.zstd");
+    std::fs::write(&p, &bytes).unwrap();
+    let ps = p.to_str().unwrap();
+    let o = h.run(&["sessions", "verify", ps]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), format!("{ps}: ok (11 events)\n"));
+    // A torn final frame: a load keeps its complete records (none here) and closes the turn.
+    let cut = bytes.len() - 5;
+    std::fs::write(&p, &bytes[..cut]).unwrap();
+    let o = h.run(&["sessions", "verify", ps, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v,
+        json!({"path": ps, "ok": false, "events": 5, "errors": [], "repair": {"tornTail": true, "closers": ["tool/result", "step/end", "turn/end"]}, "notes": []})
+    );
 }
 
 // ---- upstream conformance corpus ----
@@ -747,6 +790,90 @@ fn sqlite_backend_import_list_show_fork() {
     assert_eq!(last["seq"], json!(11));
     let o = run(&["sessions", "import", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn export_copies_into_another_backend_and_verify_takes_a_stored_id() {
+    let h = Home::new();
+    let lines = log_lines("e1", 1_000, "/w/e", &[("first", "One.")]);
+    h.store("e1", "/w/e", &lines, 1_700_000_000);
+    let o = h.run(&["sessions", "export", "e1", "--to", "sqlite"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "e1\n");
+    assert!(h.sessions().join("sessions.sqlite").is_file());
+    let sq = |rest: &[&str]| {
+        let mut a = vec!["-c", "persistence.backend=sqlite"];
+        a.extend_from_slice(rest);
+        h.run(&a)
+    };
+    // The SQLite store lists and shows it; last activity is the last event's time there.
+    let o = sq(&["sessions", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "ID  LAST ACTIVITY     TURNS  TITLE / CWD\n\
+         e1  1970-01-01 00:00      1  first  (/w/e)\n"
+    );
+    let o = sq(&["sessions", "show", "e1", "--json"]);
+    assert_eq!(stdout(&o), join(&lines[1..]));
+    // `verify ID` checks the stored session of the configured backend.
+    let o = sq(&["sessions", "verify", "e1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o), "e1: ok (11 events)\n");
+    let o = h.run(&["sessions", "verify", "e1", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["ok"], json!(true));
+    assert!(
+        v["path"].as_str().unwrap().ends_with("/e1/session.jsonl"),
+        "{v}"
+    );
+    // The SQLite database itself verifies too (one report per stored session).
+    let db = h.sessions().join("sessions.sqlite");
+    let o = h.run(&["sessions", "verify", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{}: ok (11 events)\n", db.join("e1").display())
+    );
+    // Refusals: already there, same backend, unknown backend.
+    let o = h.run(&["sessions", "export", "e1", "--to", "sqlite"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: backend `sqlite` already has a session `e1`; not exported\n"
+    );
+    let o = h.run(&["sessions", "export", "e1", "--to", "jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: session `e1` is already stored by backend `jsonl`\n"
+    );
+    let o = h.run(&["sessions", "export", "e1", "--to", "postgres"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: unknown session persistence backend `postgres` (registered: jsonl, sqlite)\n"
+    );
+}
+
+#[test]
+fn an_unknown_backend_setting_is_a_usage_error_naming_the_registered_ones() {
+    let h = Home::new();
+    let o = h.run(&["-c", "persistence.backend=postgres", "sessions", "list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: session store: unknown session persistence backend `postgres` (registered: \
+         jsonl, sqlite)\n"
+    );
+    let o = h.run(&["-c", "persistence.backend=postgres", "exec", "hello"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: session persistence: unknown session persistence backend `postgres` \
+         (registered: jsonl, sqlite)\n"
+    );
 }
 
 #[test]

@@ -59,6 +59,20 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "6",
     ),
     (
+        "dsh-persistence-jsonl",
+        "plugins.dsh-persistence-jsonl.compression",
+        "compression",
+        "\"zstd\"",
+        "\"none\"",
+    ),
+    (
+        "dsh-persistence-sqlite",
+        "plugins.dsh-persistence-sqlite.pack_chunks",
+        "pack_chunks",
+        "false",
+        "true",
+    ),
+    (
         "dsh-spill",
         "plugins.dsh-spill.max_inline_bytes",
         "max_inline_bytes",

@@ -1,9 +1,12 @@
 //! `dsh-persistence-sqlite`: the opt-in SQLite session store (schema version 17,
 //! `application_id = 0x44534850`), implementing `dsh-persistence`'s [`StorageBackend`] so it gets
 //! the same seam semantics and the same crash repair through [`dsh_persistence::Persistence`].
+//! The plugin (id `dsh-persistence-sqlite`, applied after `dsh-persistence`) registers it with the
+//! seam as backend `sqlite` (selected by `[persistence] backend = "sqlite"`); the database is
+//! `<dir>/sessions.sqlite`. Its own settings section `dsh-persistence-sqlite` is
+//! [`SqliteSettings`].
 //!
-//! Spec: `../shared/spec/persistence.md` ("SQLite backend"); upstream
-//! `packages/session/session-persistence-sqlite/resources/sql/schema.sql` (same schema).
+//! Behaviour: `docs/persistence.md` ("SQLite backend"; the schema is upstream's).
 //! - Connection: `journal_mode=WAL`, `synchronous=FULL`, `foreign_keys=ON`; a fresh file gets the
 //!   schema, `application_id`, `user_version = 17` and a `persistence_state` store id (UUID v4);
 //!   any other identity/version is refused (no migrations).
@@ -22,8 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dsh_persistence::{
-    PersistenceError, Result, Revision, SessionHeader, SessionLocation, SessionSnapshot,
-    StorageBackend, StoredPrefix, codec,
+    BackendConfig, BackendFactory, PersistenceBackends, PersistenceError, RawItem, RawLog, Result,
+    Revision, SessionHeader, SessionLocation, SessionSnapshot, SharedPersistence, StorageBackend,
+    StoredPrefix, VerifyError, codec,
 };
 use dsh_session::SessionEvent;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -45,7 +49,7 @@ fn backend_err(e: impl std::fmt::Display) -> PersistenceError {
     }
 }
 
-/// SQLite backend configuration (settings section `dsh-persistence-sqlite`).
+/// SQLite backend configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteConfig {
     /// Database file path.
@@ -480,7 +484,11 @@ impl StorageBackend for SqliteBackend {
         let mut out = Vec::new();
         for row in rows {
             let (header, revision) = row.map_err(backend_err)?;
-            out.push(SessionSnapshot { header, revision });
+            out.push(SessionSnapshot {
+                header,
+                revision,
+                updated_at: None,
+            });
         }
         Ok(out)
     }
@@ -488,35 +496,155 @@ impl StorageBackend for SqliteBackend {
     fn release(&self, _id: &str) {}
 }
 
-/// Copies every stored session of `from` into `to` (header + events, repaired view of `from`):
-/// the JSONL ⇄ SQLite export/import. Returns the number of sessions copied.
-///
-/// # Errors
-/// The first load or append failure.
-pub fn copy_sessions(
-    from: &dyn dsh_persistence::SessionPersistence,
-    to: &dyn dsh_persistence::SessionPersistence,
-) -> Result<usize> {
-    let mut n = 0;
-    for header in from.list()? {
-        let loaded = from.inspect(&header.id)?;
-        to.create(loaded.header.clone())?;
-        let events: Vec<Arc<SessionEvent>> = loaded.events.into_iter().map(Arc::new).collect();
-        to.append(&header.id, &events)?;
-        n += 1;
-    }
-    Ok(n)
-}
-
 /// Path helper: the default database file under a directory (`<dir>/sessions.sqlite`).
 pub fn default_db_path(dir: &Path) -> PathBuf {
     dir.join("sessions.sqlite")
 }
 
-fn apply(_ctx: &dsh_kernel::Context) -> std::result::Result<(), dsh_kernel::BoxError> {
-    // Opt-in: the SQLite store is constructed by the host (`open_persistence`) and handed to
-    // `dsh_persistence::install`; linking this crate registers nothing by itself.
+/// The name this backend registers under (the `backend` setting value that selects it).
+pub const BACKEND_NAME: &str = "sqlite";
+
+/// The first 16 bytes of every SQLite database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Settings section `dsh-persistence-sqlite`: the options only this backend has.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SqliteSettings {
+    /// Pack runs of ≥3 chunk deltas into packed rows (default `true`).
+    pub pack_chunks: Option<bool>,
+}
+
+/// The [`BackendFactory`] of this backend.
+#[derive(Debug, Clone, Default)]
+pub struct SqliteFactory {
+    /// This backend's settings.
+    pub settings: SqliteSettings,
+}
+
+impl BackendFactory for SqliteFactory {
+    fn open(&self, config: &BackendConfig) -> Result<SharedPersistence> {
+        let backend = SqliteBackend::open(SqliteConfig {
+            path: default_db_path(&config.dir),
+            pack_chunks: self.settings.pack_chunks.unwrap_or(true),
+        })?;
+        Ok(Arc::new(dsh_persistence::Persistence::with_registry(
+            backend,
+            config.registry.clone(),
+        )))
+    }
+
+    fn read_file(&self, path: &Path) -> Option<Vec<RawLog>> {
+        let mut head = [0u8; 16];
+        let is_db = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .is_ok_and(|()| &head == SQLITE_MAGIC);
+        is_db.then(|| read_database(path))
+    }
+}
+
+/// Every session of the database at `path` as raw logs, opened read-only (nothing is created or
+/// migrated). A database that cannot be read yields one log holding the failure.
+fn read_database(path: &Path) -> Vec<RawLog> {
+    let failed = |detail: String| {
+        vec![RawLog {
+            path: path.to_path_buf(),
+            items: vec![RawItem::Error(VerifyError::from_error(
+                &backend_err(detail),
+                None,
+            ))],
+            ..RawLog::default()
+        }]
+    };
+    let conn = match Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) {
+        Ok(c) => c,
+        Err(e) => return failed(e.to_string()),
+    };
+    let identity = conn
+        .query_row("PRAGMA application_id", [], |r| r.get::<_, i64>(0))
+        .and_then(|app| {
+            conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+                .map(|v| (app, v))
+        });
+    match identity {
+        Ok((APPLICATION_ID, SCHEMA_VERSION)) => {}
+        Ok((app, v)) => {
+            return failed(format!(
+                "application id {app} / schema {v}, expected {APPLICATION_ID} / {SCHEMA_VERSION}"
+            ));
+        }
+        Err(e) => return failed(e.to_string()),
+    }
+    let headers = (|| -> rusqlite::Result<Vec<SessionHeader>> {
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([], header_from_row)?;
+        rows.map(|r| r.map(|(h, _)| h)).collect()
+    })();
+    let headers = match headers {
+        Ok(h) => h,
+        Err(e) => return failed(e.to_string()),
+    };
+    headers
+        .into_iter()
+        .map(|header| {
+            let items = match raw_records(&conn, &header.id) {
+                Ok(items) => items,
+                Err(e) => vec![RawItem::Error(VerifyError::from_error(&e, None))],
+            };
+            RawLog {
+                path: path.join(&header.id),
+                header: Some(header),
+                items,
+                torn_tail: false,
+            }
+        })
+        .collect()
+}
+
+/// The stored records of one session, undecoded (rows are transactional: never torn).
+fn raw_records(conn: &Connection, id: &str) -> Result<Vec<RawItem>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq",
+        )
+        .map_err(backend_err)?;
+    let rows = stmt
+        .query_map(params![id], |row| {
+            Ok(RawRow {
+                seq: row.get(0)?,
+                kind: row.get(1)?,
+                time: row.get(2)?,
+                data: row.get(3)?,
+                sources: row.get(4)?,
+                surface_op: row.get(5)?,
+                ignorable: row.get(6)?,
+            })
+        })
+        .map_err(backend_err)?;
+    let mut items = Vec::new();
+    for row in rows {
+        let row = row.map_err(backend_err)?;
+        items.push(match row_to_record(id, row) {
+            Ok(value) => RawItem::Record { line: None, value },
+            Err(e) => RawItem::Error(VerifyError::from_error(&e, None)),
+        });
+    }
+    Ok(items)
+}
+
+fn apply(ctx: &dsh_kernel::Context) -> std::result::Result<(), dsh_kernel::BoxError> {
+    let settings: SqliteSettings = ctx.settings_section(env!("CARGO_PKG_NAME"))?;
+    let backends = ctx
+        .get::<PersistenceBackends>()
+        .ok_or("dsh-persistence-sqlite needs the dsh-persistence plugin")?;
+    backends.register(BACKEND_NAME, Arc::new(SqliteFactory { settings }))?;
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_persistence::PLUGIN], start = apply }
+dsh_kernel::plugin! {
+    after = [dsh_persistence::PLUGIN],
+    settings = SqliteSettings,
+    start = apply,
+}

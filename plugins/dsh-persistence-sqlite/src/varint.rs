@@ -1,7 +1,7 @@
 //! The `source_event_seqs` BLOB codec of the SQLite backend: the first seq as an unsigned LEB128
 //! varint, then each following seq as a ZigZag-encoded signed delta varint.
 //!
-//! Spec: `../shared/spec/persistence.md` ("SQLite backend").
+//! Behaviour: `docs/persistence.md` ("SQLite backend").
 
 /// Encodes seqs (each ≤ 2^53-1) as first-varint + zigzag-delta varints. Empty input ⇒ empty blob.
 pub fn encode_seqs(seqs: &[u64]) -> Vec<u8> {

@@ -1,5 +1,6 @@
 //! Shared test helpers: event builders for scripted sessions and the conformance-corpus filler
-//! (template substitution + `seq`/`time` restoration, as `../shared/conformance/README.md` says).
+//! (template substitution + `seq`/`time` restoration; see `docs/persistence.md`, "Conformance
+//! corpus").
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -130,6 +131,8 @@ pub fn to_plain(events: &[Arc<SessionEvent>]) -> Vec<SessionEvent> {
 
 // ---- conformance corpus ----
 
+/// The upstream corpus directory, found by walking up from this crate to a
+/// `shared/conformance/upstream-sessions` directory (`None` when there is none: tests skip).
 pub fn corpus_dir() -> Option<PathBuf> {
     let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
     loop {
@@ -265,11 +268,16 @@ pub fn load_corpus_file(path: &Path) -> Filled {
     }
 }
 
-/// Writes header + records as a JSONL log at the backend layout path; returns (id, path).
-pub fn write_raw_log(root: &Path, filled: &Filled) -> (String, PathBuf) {
+/// Writes header + records as a JSONL log at `layout(root, cwd, id)` (the JSONL backend's
+/// `log_path`); returns (id, path).
+pub fn write_raw_log(
+    root: &Path,
+    filled: &Filled,
+    layout: impl Fn(&Path, Option<&str>, &str) -> PathBuf,
+) -> (String, PathBuf) {
     let id = filled.header["id"].as_str().unwrap().to_owned();
     let cwd = filled.header.get("cwd").and_then(Value::as_str);
-    let path = dsh_persistence::log_path(root, cwd, &id).unwrap();
+    let path = layout(root, cwd, &id);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut text = filled.header.to_string();
     text.push('\n');

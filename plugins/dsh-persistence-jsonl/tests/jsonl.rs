@@ -2,16 +2,15 @@
 //! closers (BC-24), locking, listing and read_from.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use common::{Script, ev, to_plain};
-use dsh_persistence::{
-    JsonlConfig, PersistenceError, SessionHeader, SessionPersistence, UnsupportedReason,
-    jsonl_persistence,
-};
+use dsh_persistence::{PersistenceError, SessionHeader, SessionPersistence, UnsupportedReason};
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_session::{SessionEvent, check_invariants};
 use serde_json::{Value, json};
 
@@ -21,7 +20,7 @@ fn header(id: &str) -> SessionHeader {
     h
 }
 
-fn store(root: &Path) -> Arc<dsh_persistence::JsonlPersistence> {
+fn store(root: &Path) -> Arc<dsh_persistence_jsonl::JsonlPersistence> {
     jsonl_persistence(JsonlConfig {
         root: root.to_path_buf(),
         pack_chunks: true,
@@ -30,7 +29,7 @@ fn store(root: &Path) -> Arc<dsh_persistence::JsonlPersistence> {
 }
 
 fn log_file(root: &Path, id: &str) -> std::path::PathBuf {
-    dsh_persistence::log_path(root, Some("/work/proj"), id).unwrap()
+    dsh_persistence_jsonl::log_path(root, Some("/work/proj"), id).unwrap()
 }
 
 fn two_turns() -> Script {

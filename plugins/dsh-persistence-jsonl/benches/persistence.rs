@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dsh_persistence::{
-    JsonlConfig, SessionHeader, SessionPersistence, WriteCoordinator, jsonl_persistence,
-};
+use dsh_persistence::{SessionHeader, SessionPersistence, WriteCoordinator};
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_session::SessionEvent;
 use serde_json::{Value, json};
 
@@ -98,7 +97,7 @@ fn load_100mb(c: &mut Criterion) {
         p.append("big", chunk).unwrap();
     }
     drop(evs);
-    let path = dsh_persistence::log_path(dir.path(), Some("/bench/proj"), "big").unwrap();
+    let path = dsh_persistence_jsonl::log_path(dir.path(), Some("/bench/proj"), "big").unwrap();
     let bytes = std::fs::metadata(&path).unwrap().len();
     eprintln!("load bench log: {bytes} bytes, 100000 events");
     let mut g = c.benchmark_group("load");
@@ -118,7 +117,7 @@ fn list_10k(c: &mut Criterion) {
     for i in 0..10_000u32 {
         let id = format!("session-{i:05}");
         let cwd = format!("/bench/proj{}", i % 20);
-        let path = dsh_persistence::log_path(dir.path(), Some(&cwd), &id).unwrap();
+        let path = dsh_persistence_jsonl::log_path(dir.path(), Some(&cwd), &id).unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut h = SessionHeader::new(id.clone(), 1);
         h.cwd = Some(cwd);

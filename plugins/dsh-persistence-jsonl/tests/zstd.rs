@@ -4,15 +4,15 @@
 //! single-encoding.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use common::{Script, to_plain};
-use dsh_persistence::{
-    Compression, JsonlConfig, SessionHeader, SessionPersistence, jsonl_persistence,
-};
+use dsh_persistence::{SessionHeader, SessionPersistence};
+use dsh_persistence_jsonl::{Compression, JsonlConfig, jsonl_persistence};
 use dsh_session::SessionEvent;
 
 fn header(id: &str) -> SessionHeader {
@@ -21,7 +21,7 @@ fn header(id: &str) -> SessionHeader {
     h
 }
 
-fn store(root: &Path, compression: Compression) -> Arc<dsh_persistence::JsonlPersistence> {
+fn store(root: &Path, compression: Compression) -> Arc<dsh_persistence_jsonl::JsonlPersistence> {
     jsonl_persistence(JsonlConfig {
         root: root.to_path_buf(),
         pack_chunks: true,
@@ -30,7 +30,7 @@ fn store(root: &Path, compression: Compression) -> Arc<dsh_persistence::JsonlPer
 }
 
 fn zpath(root: &Path, id: &str) -> std::path::PathBuf {
-    dsh_persistence::session_dir(root, Some("/z/proj"), id)
+    dsh_persistence_jsonl::session_dir(root, Some("/z/proj"), id)
         .unwrap()
         .join("session.jsonl.zstd")
 }
@@ -76,7 +76,8 @@ fn zstd_round_trip_frames_and_plain_equivalence() {
         "header frame + one frame per batch"
     );
     let plain =
-        std::fs::read(dsh_persistence::log_path(p.path(), Some("/z/proj"), "s").unwrap()).unwrap();
+        std::fs::read(dsh_persistence_jsonl::log_path(p.path(), Some("/z/proj"), "s").unwrap())
+            .unwrap();
     assert_eq!(zstd::stream::decode_all(&data[..]).unwrap(), plain);
     let fresh = store(z.path(), Compression::Zstd);
     assert_eq!(fresh.inspect("s").unwrap().events, to_plain(&s.events));
@@ -152,7 +153,7 @@ fn zstd_damaged_complete_frame_is_corruption() {
 fn conformance_upstream_logs_round_trip_through_zstd() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };
@@ -163,7 +164,7 @@ fn conformance_upstream_logs_round_trip_through_zstd() {
             continue;
         }
         let src = tempfile::tempdir().unwrap();
-        let (id, _) = common::write_raw_log(src.path(), &filled);
+        let (id, _) = common::write_raw_log(src.path(), &filled, layout);
         let loaded = store(src.path(), Compression::None).inspect(&id).unwrap();
         let dst = tempfile::tempdir().unwrap();
         let z = store(dst.path(), Compression::Zstd);
@@ -175,4 +176,8 @@ fn conformance_upstream_logs_round_trip_through_zstd() {
         checked += 1;
     }
     assert!(checked > 100, "{checked}");
+}
+
+fn layout(root: &std::path::Path, cwd: Option<&str>, id: &str) -> std::path::PathBuf {
+    dsh_persistence_jsonl::log_path(root, cwd, id).unwrap()
 }

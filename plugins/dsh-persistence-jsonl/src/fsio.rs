@@ -1,15 +1,15 @@
 //! Durable file primitives of the JSONL backend: no-overwrite publish of a new log, append with
 //! fsync and truncate-back on failure, truncation for repair, and the per-session lock file.
 //!
-//! Spec: `../shared/spec/persistence.md` ("JSONL backend": first append publishes via temp file +
-//! fsync + no-overwrite rename; later appends append + fsync, truncating back on failure).
+//! Behaviour: `docs/persistence.md` ("JSONL backend": the first append publishes via temp file +
+//! fsync + no-overwrite link; later appends append + fsync, truncating back on failure).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{PersistenceError, Result};
+use dsh_persistence::{PersistenceError, Result};
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -148,7 +148,6 @@ pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
 #[derive(Debug)]
 pub struct SessionLock {
     _file: File,
-    path: PathBuf,
 }
 
 impl SessionLock {
@@ -168,18 +167,13 @@ impl SessionLock {
             .open(&path)
             .map_err(|e| PersistenceError::io("open-lock", &path, e))?;
         match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file, path }),
+            Ok(()) => Ok(Self { _file: file }),
             Err(std::fs::TryLockError::WouldBlock) => Err(PersistenceError::Locked {
                 id: id.to_owned(),
                 path,
             }),
             Err(std::fs::TryLockError::Error(e)) => Err(PersistenceError::io("lock", &path, e)),
         }
-    }
-
-    /// The lock file path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

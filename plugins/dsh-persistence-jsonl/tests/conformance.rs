@@ -1,14 +1,16 @@
-//! Conformance: every upstream v0 log in `../shared/conformance/upstream-sessions/` (templates
-//! filled and `seq`/`time` restored as its README says) loads through the JSONL backend, and
+//! Conformance: every upstream v0 log of the conformance corpus (`docs/persistence.md`,
+//! "Conformance corpus"; templates filled and `seq`/`time` restored) loads through the JSONL backend, and
 //! re-writing the loaded events through a fresh backend gives records equal as JSON values to the
 //! input (header too); re-writing dsh's own output is byte-stable.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;
 
-use dsh_persistence::{JsonlConfig, SessionPersistence, jsonl_persistence};
+use dsh_persistence::SessionPersistence;
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_session::{SessionEvent, json_equiv};
 use serde_json::Value;
 
@@ -16,7 +18,7 @@ use serde_json::Value;
 fn conformance_upstream_logs_load_and_rewrite_equal() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };
@@ -27,7 +29,7 @@ fn conformance_upstream_logs_load_and_rewrite_equal() {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         let filled = common::load_corpus_file(file);
         let src = tempfile::tempdir().unwrap();
-        let (id, _) = common::write_raw_log(src.path(), &filled);
+        let (id, _) = common::write_raw_log(src.path(), &filled, layout);
         let p = jsonl_persistence(JsonlConfig {
             root: src.path().to_path_buf(),
             pack_chunks: true,
@@ -118,7 +120,7 @@ fn conformance_upstream_logs_load_and_rewrite_equal() {
 fn conformance_listing_reads_every_corpus_header() {
     let Some(files) = common::corpus_files() else {
         eprintln!(
-            "SKIPPED: ../shared/conformance/upstream-sessions not found; conformance not run"
+            "SKIPPED: the conformance corpus (shared/conformance/upstream-sessions) was not found; conformance not run"
         );
         return;
     };
@@ -129,7 +131,7 @@ fn conformance_listing_reads_every_corpus_header() {
         let filled = common::load_corpus_file(file);
         let id = filled.header["id"].as_str().unwrap().to_owned();
         if ids.insert(id) {
-            common::write_raw_log(root.path(), &filled);
+            common::write_raw_log(root.path(), &filled, layout);
         }
     }
     let p = jsonl_persistence(JsonlConfig {
@@ -140,4 +142,8 @@ fn conformance_listing_reads_every_corpus_header() {
     let listed: std::collections::BTreeSet<String> =
         p.list().unwrap().into_iter().map(|h| h.id).collect();
     assert_eq!(listed, ids);
+}
+
+fn layout(root: &std::path::Path, cwd: Option<&str>, id: &str) -> std::path::PathBuf {
+    dsh_persistence_jsonl::log_path(root, cwd, id).unwrap()
 }

@@ -1,12 +1,12 @@
 //! Path encoding of the JSONL layout: [`encode_segment`], [`project_key`] and the
 //! `<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl` layout.
 //!
-//! Spec: `../shared/spec/persistence.md` ("JSONL backend"). Both encoders work on UTF-16 code
+//! Behaviour: `docs/persistence.md` ("JSONL backend"). Both encoders work on UTF-16 code
 //! units, exactly like upstream, so a non-BMP character becomes two `~XXXX` escapes.
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{PersistenceError, Result};
+use dsh_persistence::{PersistenceError, Result};
 
 fn is_safe(unit: u16) -> bool {
     matches!(unit, 0x30..=0x39 | 0x41..=0x5A | 0x61..=0x7A | 0x2E | 0x5F | 0x2D)
@@ -104,7 +104,7 @@ pub fn session_dir(root: &Path, cwd: Option<&str>, id: &str) -> Result<PathBuf> 
 
 /// File name of the plain log (`session.jsonl`).
 pub const LOG_FILE_NAME: &str = "session.jsonl";
-/// File name of the zstd-framed log (`session.jsonl.zstd`; recognised, not implemented here).
+/// File name of the zstd-framed log (`session.jsonl.zstd`).
 pub const ZSTD_LOG_FILE_NAME: &str = "session.jsonl.zstd";
 /// File name of the per-session writer lock.
 pub const LOCK_FILE_NAME: &str = "session.lock";

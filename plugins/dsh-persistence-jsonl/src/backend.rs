@@ -1,7 +1,7 @@
-//! The default JSONL backend: `<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl`,
+//! The JSONL [`StorageBackend`]: `<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl`,
 //! a header line then one storage record per line (events verbatim or packed chunk rows).
 //!
-//! Spec: `../shared/spec/persistence.md` ("JSONL backend"). Writes: first append publishes
+//! Behaviour: `docs/persistence.md` ("JSONL backend"). Writes: first append publishes
 //! header + batch through a temp file, fsync and a no-overwrite hard link; later appends append +
 //! fsync and truncate back on failure. Reads stream the file line by line (`BufReader`), so a
 //! resume holds the decoded events plus one line buffer (memory ≈ decoded log + longest line).
@@ -21,19 +21,19 @@ use std::sync::{Arc, Mutex};
 
 use dsh_session::SessionEvent;
 
-use crate::codec;
-use crate::error::{PersistenceError, Result};
+use dsh_persistence::{
+    PersistenceError, Result, Revision, SessionHeader, SessionLocation, SessionSnapshot,
+    StorageBackend, StoredPrefix, codec, header_to_line, parse_header_line,
+};
+
 use crate::fsio::{SessionLock, append_durable, publish_new, truncate_durable};
-use crate::header::{SessionHeader, header_to_line, parse_header_line};
 use crate::path::{LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, encode_segment};
-use crate::seam::{Revision, SessionLocation, SessionSnapshot, StorageBackend, StoredPrefix};
 
 /// Largest header line `list` reads (bytes); a longer first line is skipped as not-a-header.
 pub const MAX_HEADER_LINE_BYTES: usize = 1 << 20;
 
-/// JSONL backend configuration (settings section `dsh-persistence`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// JSONL backend configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonlConfig {
     /// Root directory of all session logs.
     pub root: PathBuf,
@@ -83,7 +83,7 @@ struct Writer {
     next_seq: u64,
 }
 
-/// The JSONL [`StorageBackend`]; wrap it in [`crate::Persistence`] for the seam.
+/// The JSONL [`StorageBackend`]; wrap it in [`dsh_persistence::Persistence`] for the seam.
 pub struct JsonlBackend {
     config: JsonlConfig,
     writers: Mutex<HashMap<String, Arc<Mutex<Writer>>>>,
@@ -91,6 +91,14 @@ pub struct JsonlBackend {
 
 fn lock_mutex<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The modification time of a file, epoch ms.
+fn mtime_ms(meta: &std::fs::Metadata) -> Option<u64> {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The revision of a file: `dev:ino:size:mtime_ns` (unix) or `size:mtime_ns`.
@@ -213,6 +221,23 @@ pub fn scan_log(path: &Path, id: &str, from_seq: u64) -> Result<ScannedLog> {
         committed_len: committed,
         next_seq,
     })
+}
+
+/// Serializes events as JSONL record lines, each terminated by `\n`. With `pack` on, runs of
+/// packable `assistant/chunk` deltas become packed rows ([`codec::encode_records`]).
+pub fn encode_lines(events: &[Arc<SessionEvent>], pack: bool, out: &mut Vec<u8>) {
+    // Writing into a Vec cannot fail.
+    if pack {
+        for record in codec::encode_records(events, true) {
+            let _ = serde_json::to_writer(&mut *out, &record);
+            out.push(b'\n');
+        }
+    } else {
+        for e in events {
+            let _ = serde_json::to_writer(&mut *out, &**e);
+            out.push(b'\n');
+        }
+    }
 }
 
 /// Encodes `bytes` as one independent zstd frame (level 3) with a content checksum.
@@ -393,17 +418,15 @@ pub fn scan_zstd_log(path: &Path, id: &str, from_seq: u64) -> Result<ScannedLog>
     })
 }
 
+/// Header, revision and modification time (epoch ms) of a log.
+type HeaderRead = (SessionHeader, Revision, Option<u64>);
+
 /// Reads only the first line of a log and parses it as a header (for listing). Reads at most
 /// [`MAX_HEADER_LINE_BYTES`]; usually one 4 KiB read.
 ///
 /// # Errors
 /// As [`parse_header_line`], plus I/O and an over-long/unterminated first line (`Corruption`).
-pub fn read_header(path: &Path) -> Result<(SessionHeader, Revision)> {
-    let mut buf = Vec::new();
-    read_header_with(path, &mut buf)
-}
-
-fn read_header_with(path: &Path, buf: &mut Vec<u8>) -> Result<(SessionHeader, Revision)> {
+fn read_header_with(path: &Path, buf: &mut Vec<u8>) -> Result<HeaderRead> {
     if path.extension().is_some_and(|e| e == "zstd") {
         return read_zstd_header(path);
     }
@@ -441,11 +464,12 @@ fn read_header_with(path: &Path, buf: &mut Vec<u8>) -> Result<(SessionHeader, Re
     Ok((
         parse_header_line(&buf[..end], &hint, Some(path))?,
         file_revision(&meta),
+        mtime_ms(&meta),
     ))
 }
 
 /// Decodes only the header frame of a zstd log (reads at most [`MAX_HEADER_LINE_BYTES`]).
-fn read_zstd_header(path: &Path) -> Result<(SessionHeader, Revision)> {
+fn read_zstd_header(path: &Path) -> Result<HeaderRead> {
     let file = File::open(path).map_err(|e| PersistenceError::io("open", path, e))?;
     let meta = file
         .metadata()
@@ -470,6 +494,7 @@ fn read_zstd_header(path: &Path) -> Result<(SessionHeader, Revision)> {
     Ok((
         parse_header_line(&text[..end], &hint, Some(path))?,
         file_revision(&meta),
+        mtime_ms(&meta),
     ))
 }
 
@@ -478,7 +503,11 @@ fn read_headers(logs: &[PathBuf], out: &mut Vec<SessionSnapshot>) {
     let mut buf = Vec::with_capacity(4096);
     for log in logs {
         match read_header_with(log, &mut buf) {
-            Ok((header, revision)) => out.push(SessionSnapshot { header, revision }),
+            Ok((header, revision, updated_at)) => out.push(SessionSnapshot {
+                header,
+                revision,
+                updated_at,
+            }),
             Err(PersistenceError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -552,7 +581,7 @@ impl JsonlBackend {
     /// Serialises a batch in this root's encoding (plain lines, or one zstd frame).
     fn encode_batch(&self, events: &[Arc<SessionEvent>]) -> Result<Vec<u8>> {
         let mut lines = Vec::with_capacity(events.len() * 256);
-        codec::encode_lines(events, self.config.pack_chunks, &mut lines);
+        encode_lines(events, self.config.pack_chunks, &mut lines);
         match self.config.compression {
             Compression::None => Ok(lines),
             Compression::Zstd => zstd_frame(&lines),

@@ -17,7 +17,8 @@
 
 use std::sync::Arc;
 
-use dsh_persistence::{JsonlConfig, SessionHeader, SessionPersistence, jsonl_persistence};
+use dsh_persistence::{SessionHeader, SessionPersistence};
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_session::SessionEvent;
 use serde_json::json;
 
@@ -62,7 +63,7 @@ fn main() {
             for chunk in evs.chunks(10_000) {
                 p.append("big", chunk).unwrap();
             }
-            let path = dsh_persistence::log_path(&root, Some("/bench/proj"), "big").unwrap();
+            let path = dsh_persistence_jsonl::log_path(&root, Some("/bench/proj"), "big").unwrap();
             println!("wrote {} bytes", std::fs::metadata(path).unwrap().len());
         }
         _ => {

@@ -1,0 +1,119 @@
+//! `dsh sessions …`: list, show, fork, verify and import stored sessions through the persistence
+//! seam only ([`crate::app::Storage`]): which backend stores them is the `[persistence]` setting's
+//! business, and which backend reads a standalone file is decided by the registered backends.
+//!
+//! - `list [--json]` ([`list`]): the seam's session summaries, newest first by last activity.
+//! - `show ID [--json]` ([`show`]): a readable transcript, or every event as a JSON line (the
+//!   `inspect` view: stored events plus the in-memory crash-repair closers a load would add).
+//! - `fork ID [--at SEQ]` ([`fork`]): a new stored session seeded with the prefix through `SEQ`.
+//! - `verify PATH [--json]` ([`verify`]): checks a session file read-only (or, when `PATH` is not
+//!   a file, the stored session of that id); exit 0 only for a clean log, 1 otherwise.
+//! - `import PATH` ([`import`]): stores such a file under its header id, repaired like a load.
+//! - `export ID --to BACKEND` ([`export`]): copies a stored session into another registered
+//!   backend over the same sessions directory.
+//!
+//! Behaviour: `docs/persistence.md` ("Inspection", "Verify").
+
+mod export;
+mod fmt;
+mod fork;
+mod import;
+mod list;
+mod show;
+mod verify;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Result, anyhow};
+use clap::Subcommand;
+use dsh_persistence::PersistenceError;
+
+use crate::app::{Storage, UsageError};
+use crate::settings::Config;
+
+/// Session subcommands.
+#[derive(Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// List stored sessions, newest first.
+    List {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a stored session's transcript.
+    Show {
+        /// Session id.
+        id: String,
+        /// The session's events as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fork a stored session into a new one seeded with a prefix of its log.
+    Fork {
+        /// Session id.
+        id: String,
+        /// Last seq of the prefix (inclusive; default: the last event).
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+    },
+    /// Check a session file (read-only); exit 0 only when it loads cleanly.
+    Verify {
+        /// Path of a session file (`session.jsonl`, `session.jsonl.zstd`, a session database),
+        /// or the id of a stored session.
+        path: PathBuf,
+        /// A JSON report object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a session file into the store (repairing it like a load would).
+    Import {
+        /// Path of a session file.
+        path: PathBuf,
+    },
+    /// Copy a stored session into another backend (same sessions directory).
+    Export {
+        /// Session id.
+        id: String,
+        /// Name of the backend to copy into (e.g. `sqlite`).
+        #[arg(long, value_name = "BACKEND")]
+        to: String,
+    },
+}
+
+/// Runs a session subcommand; returns the process exit code (0 ok, 1 failure/not clean,
+/// 2 usage: unknown id, bad fork boundary).
+///
+/// # Errors
+/// Storage errors (opening the store, corrupt or unsupported logs) and usage errors
+/// ([`UsageError`]).
+pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
+    let storage = Storage::open(&config).await?;
+    let result = match cmd {
+        SessionsCommand::List { json } => list::run(&storage, json),
+        SessionsCommand::Show { id, json } => show::run(&storage, &id, json),
+        SessionsCommand::Fork { id, at } => fork::run(&storage, &id, at),
+        SessionsCommand::Verify { path, json } => verify::run(&storage, &path, json),
+        SessionsCommand::Import { path } => import::run(&storage, &path),
+        SessionsCommand::Export { id, to } => export::run(&storage, &id, &to),
+    };
+    storage.close().await;
+    result
+}
+
+/// Writes `text` to stdout.
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// A seam error about session `id` as the user sees it: an unknown id or a bad argument is a
+/// usage error (exit 2).
+fn storage_error(id: &str, e: PersistenceError) -> anyhow::Error {
+    match e {
+        PersistenceError::NotFound { .. } => UsageError(format!("no stored session `{id}`")).into(),
+        PersistenceError::InvalidArgument { detail } => UsageError(detail).into(),
+        other => anyhow!("session `{id}`: {other} ({})", other.code()),
+    }
+}
