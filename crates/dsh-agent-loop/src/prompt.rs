@@ -18,15 +18,9 @@ use dsh_system_prompt::{
 
 pub use dsh_system_prompt::{RetainedSnapshot, snapshot_message};
 
-/// What the agent loop publishes in each agent scope for prompt variables and context
-/// providers: the agent's workspace root and current route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentInfo {
-    /// The session id (= agent id).
-    pub id: String,
-    /// Absolute workspace root, when the session has one.
-    pub cwd: Option<String>,
-}
+/// Re-exported from `dsh-agent` (where the agent vocabulary lives): what the loop publishes in
+/// each agent scope for prompt variables and context providers.
+pub use dsh_agent::AgentInfo;
 
 /// What one step's prompt assembly produced.
 #[derive(Debug, Clone, Default, PartialEq)]

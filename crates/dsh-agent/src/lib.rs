@@ -1,6 +1,6 @@
 //! dsh-agent: the agent vocabulary shared by the agent loop and the plugins that extend it —
 //! the [`Agent`] handle (identity, options, session, [`Inbox`], status, agent scope, the
-//! idle/running state machine), the [`AgentRegistry`] service (`ctx.agents`), and the `agent/*`
+//! idle/running state machine), the [`AgentInfo`] an agent factory publishes in each agent scope, the [`AgentRegistry`] service (`ctx.agents`), and the `agent/*`
 //! event declarations ([`events`] for the loop's checkpoints and waterfalls, [`lifecycle`] for
 //! lifecycle and inbox notifications).
 //!
@@ -13,6 +13,7 @@
 pub mod events;
 mod handle;
 mod inbox;
+mod info;
 pub mod lifecycle;
 mod registry;
 
@@ -24,6 +25,7 @@ pub use events::{
 };
 pub use handle::{Agent, AgentCancelCause, AgentError, AgentOptions, TurnRunner};
 pub use inbox::{INBOX_SPLICED, Inbox, InboxError, InboxTarget};
+pub use info::AgentInfo;
 pub use registry::{
     AgentFactory, AgentRegistry, CreateAgentOptions, RegistryError, ResumeAgentOptions,
     current_initiator, with_initiator,

@@ -49,7 +49,7 @@ pub use agents::{
     discover_agents_files, load_agents_file, load_agents_files,
 };
 pub use date::{civil_from_days, date_text};
-pub use dsh_agent_loop::AgentInfo;
+pub use dsh_agent::AgentInfo;
 pub use git::{MAX_STATUS_LINES, branch_from_header, format_git_context, git_context, git_root};
 pub use text::{PERSONA, TOOL_GUIDANCE, environment_text};
 
