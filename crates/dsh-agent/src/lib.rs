@@ -7,8 +7,7 @@
 //! The turn algorithm lives in `dsh-agent-loop`, which implements [`TurnRunner`] and
 //! [`AgentFactory`]; plugins depend on this crate only.
 //!
-//! Spec: `../shared/spec/agent-loop.md`, seeds `../shared/seeds/003_*.txt` ("Agent 句柄") and
-//! `000_*.txt` ("The agent handle").
+//! See docs/upstream/agent-loop.md.
 
 pub mod events;
 mod handle;

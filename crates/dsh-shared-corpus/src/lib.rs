@@ -12,7 +12,7 @@
 //!   them exists, or when `CI` is set (so the tests run and fail loudly), plus the matching
 //!   `rustc-check-cfg` and `rerun-if` lines.
 //! * **Test time** — each such test carries
-//!   `#[cfg_attr(not(shared_corpus), ignore = "needs ../shared beside the repository")]`, and
+//!   `#[cfg_attr(not(shared_corpus), ignore = "needs the shared corpus …")]`, and
 //!   reads its data through [`require`], which panics with the searched locations when the
 //!   folder is missing.
 //!

@@ -23,8 +23,8 @@
 //!
 //! Settings section [`PLUGIN_ID`] = `dsh-context`: [`ContextConfig`].
 //!
-//! Spec: issue "dsh-context"; `../shared/spec/system-prompt.md` (sections, contexts,
-//! variables, the snapshot rule).
+//! Spec: issue "dsh-context"; what it plugs into: docs/upstream/context.md and
+//! docs/upstream/system-prompt.md (sections, contexts, variables, the snapshot rule).
 
 mod agents;
 mod date;
