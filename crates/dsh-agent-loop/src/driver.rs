@@ -1,7 +1,7 @@
 //! The turn and step algorithms.
 //!
-//! Spec: `../shared/spec/agent-loop.md` ("Turn algorithm", "Step algorithm", "Testable
-//! invariants"), `../shared/spec/tools.md` ("Loop-side scheduling"). Every input of a request is
+//! See `docs/upstream/agent-loop.md` ("Turn algorithm", "Step algorithm", "Observable order")
+//! and `docs/tools.md` ("Loop-side scheduling"). Every input of a request is
 //! read from the session log (`derive_messages`, the logged header); every fact the loop learns
 //! is appended to it before it is acted on.
 

@@ -8,7 +8,7 @@
 //! calls through the `dsh-tools` scheduler, `step/end` always, `agent/turn-stopping`, and
 //! `turn/end` always with the right reason.
 //!
-//! Spec: `../shared/spec/agent-loop.md`; tools scheduling: `../shared/spec/tools.md`.
+//! See `docs/upstream/agent-loop.md`; tools scheduling: `docs/tools.md` ("Loop-side scheduling").
 
 mod driver;
 mod error;

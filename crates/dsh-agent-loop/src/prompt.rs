@@ -1,7 +1,7 @@
 //! Prompt assembly for one step: the stable system prompt and the runtime-context snapshot.
 //!
-//! Spec: `../shared/spec/system-prompt.md` ("Runtime-context snapshot rule"),
-//! `../shared/spec/agent-loop.md` (step 2b). The loop asks the `dsh-system-prompt` service (when
+//! See `docs/upstream/system-prompt.md` ("Runtime-context snapshot") and
+//! `docs/upstream/agent-loop.md` ("Step algorithm"). The loop asks the `dsh-system-prompt` service (when
 //! linked) to assemble for the agent's scope, renders the system prompt, and turns changed
 //! runtime contexts into a snapshot `user/message`, so dynamic facts never touch the system
 //! prompt — and with it `request/header` and the provider's prefix cache.
@@ -18,15 +18,9 @@ use dsh_system_prompt::{
 
 pub use dsh_system_prompt::{RetainedSnapshot, snapshot_message};
 
-/// What the agent loop publishes in each agent scope for prompt variables and context
-/// providers: the agent's workspace root and current route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentInfo {
-    /// The session id (= agent id).
-    pub id: String,
-    /// Absolute workspace root, when the session has one.
-    pub cwd: Option<String>,
-}
+/// Re-exported from `dsh-agent` (where the agent vocabulary lives): what the loop publishes in
+/// each agent scope for prompt variables and context providers.
+pub use dsh_agent::AgentInfo;
 
 /// What one step's prompt assembly produced.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,8 +2,8 @@
 //! [`ScopeKey`]: dispatch with `ctx.dispatch_to(Some(&agent_key))`), their payloads and outputs,
 //! plus the provider retry policy carried by `agent/request-error`.
 //!
-//! Spec: `../shared/spec/agent-loop.md` ("Events" table), `../shared/spec/llm-streaming.md`
-//! ("Retry policy"), seed `../shared/seeds/003_*.txt` (the generated `agent/*` catalog).
+//! See docs/upstream/agent-loop.md (Events; upstream's generated `agent/*` catalog) and
+//! docs/upstream/retry.md (Policy).
 //!
 //! Upstream payloads carry the `Agent` handle; until the handle exists here they carry the
 //! agent's session (`Arc<Session>`, whose id is the agent id) and its scope key instead. Abort
@@ -61,7 +61,7 @@ impl RetryMode {
 ///
 /// Delays are milliseconds as `f64` because jittered delays are fractional. Validation (positive,
 /// `initial ≤ max`, `0 ≤ jitter ≤ 1`) happens where a policy is resolved from configuration
-/// (`dsh-llm-retry`). Spec: `../shared/spec/llm-streaming.md` ("Retry policy").
+/// (`dsh-llm-retry`). See docs/upstream/retry.md (Policy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedRetryPolicy {
     /// Mode and mode-specific limits.
@@ -130,7 +130,7 @@ dsh_kernel::event! {
     /// `agent/request-error` (waterfall, scope-filtered): handle one failed model-request attempt.
     /// A listener that owns recovery returns `Some(RetryDecision::Retry)` without calling
     /// `next`; the terminal (no listener handled it) returns `None` ⇒ the turn fails with the
-    /// failure. Spec: `../shared/spec/agent-loop.md` ("Step algorithm" 7).
+    /// failure. See docs/upstream/agent-loop.md (Step algorithm, 6).
     pub struct AgentRequestError: waterfall("agent/request-error") => RequestErrorCtx, Option<RetryDecision>;
 }
 

@@ -1,8 +1,7 @@
 //! The [`Agent`] handle: identity, options, session, inbox, status, agent scope, and the
 //! idle/running state machine (wake latch, cancellation, maintenance, disposal drain).
 //!
-//! Spec: `../shared/spec/agent-loop.md` ("Agent handle"), seeds `003_*.txt` ("Agent 句柄"),
-//! `000_*.txt` ("The agent handle"). The turn algorithm itself is supplied by the loop through
+//! See docs/upstream/agent-loop.md (Agent handle). The turn algorithm itself is supplied by the loop through
 //! [`TurnRunner`]; this module only decides *when* a turn runs.
 
 use std::sync::{Arc, Mutex};

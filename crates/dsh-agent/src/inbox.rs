@@ -1,6 +1,6 @@
 //! The agent inbox: two ordered lists of pending user-role messages (`next-turn`, `next-step`).
 //!
-//! Spec: `../shared/spec/agent-loop.md` ("Agent handle"), seeds `003_*.txt` ("Agent 句柄").
+//! See docs/upstream/agent-loop.md (Agent handle).
 //! Every mutation is first logged as a durable `agent/inbox/spliced {target, start,
 //! removedCount?, inserted, outcome?}` session event and only then applied to the live
 //! projection, so a resumed agent can rebuild its inbox from the log.

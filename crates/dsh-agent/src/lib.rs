@@ -1,18 +1,18 @@
 //! dsh-agent: the agent vocabulary shared by the agent loop and the plugins that extend it —
 //! the [`Agent`] handle (identity, options, session, [`Inbox`], status, agent scope, the
-//! idle/running state machine), the [`AgentRegistry`] service (`ctx.agents`), and the `agent/*`
+//! idle/running state machine), the [`AgentInfo`] an agent factory publishes in each agent scope, the [`AgentRegistry`] service (`ctx.agents`), and the `agent/*`
 //! event declarations ([`events`] for the loop's checkpoints and waterfalls, [`lifecycle`] for
 //! lifecycle and inbox notifications).
 //!
 //! The turn algorithm lives in `dsh-agent-loop`, which implements [`TurnRunner`] and
 //! [`AgentFactory`]; plugins depend on this crate only.
 //!
-//! Spec: `../shared/spec/agent-loop.md`, seeds `../shared/seeds/003_*.txt` ("Agent 句柄") and
-//! `000_*.txt` ("The agent handle").
+//! See docs/upstream/agent-loop.md.
 
 pub mod events;
 mod handle;
 mod inbox;
+mod info;
 pub mod lifecycle;
 mod loader;
 mod registry;
@@ -25,6 +25,7 @@ pub use events::{
 };
 pub use handle::{Agent, AgentCancelCause, AgentError, AgentOptions, TurnRunner};
 pub use inbox::{INBOX_SPLICED, Inbox, InboxError, InboxTarget};
+pub use info::AgentInfo;
 pub use loader::{SessionLoader, StoredSession};
 pub use registry::{
     AgentFactory, AgentRegistry, CreateAgentOptions, RegistryError, ResumeAgentOptions,

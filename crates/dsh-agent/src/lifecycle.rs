@@ -1,7 +1,7 @@
 //! Agent lifecycle and inbox notifications (emit, scope-filtered by the agent's key). Their
 //! payloads carry the [`Agent`] handle itself.
 //!
-//! Spec: `../shared/spec/agent-loop.md` ("Events" table).
+//! See docs/upstream/agent-loop.md (Events).
 
 use std::sync::Arc;
 

@@ -2,8 +2,7 @@
 //! the loop registers, list them, relate owners, and carry the initiating agent through the
 //! driver's async chain.
 //!
-//! Spec: `../shared/spec/agent-loop.md` ("Creation / teardown"), seeds `003_*.txt`
-//! ("发起 Agent", `ctx.agents`).
+//! See docs/upstream/agent-loop.md (Agent registry and lifecycle).
 
 use std::sync::{Arc, Mutex, RwLock};
 

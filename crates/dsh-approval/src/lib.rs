@@ -2,7 +2,7 @@
 //! `dsh-user-approval`): asks whatever answerer a front end registers whether a tool call may run,
 //! fails closed, and audits every question and answer in the caller's session log.
 //!
-//! Spec: `../shared/spec/approval-sandbox.md` ("Approval"), `../shared/spec/tools.md` (step 3).
+//! See docs/upstream/approval.md.
 //!
 //! - Outcomes: `allowed-once | rejected | cancelled | unavailable` ([`ApprovalOutcome`]); only
 //!   `allowed-once` grants.

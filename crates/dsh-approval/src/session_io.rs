@@ -1,8 +1,8 @@
 //! The approval service's contact with the session log: the open-turn check, audit appends,
 //! the policy fold and the declaration of the three log-only event types.
 //!
-//! Spec: `../shared/spec/approval-sandbox.md` ("Approval"), `../shared/spec/session.md`
-//! ("Plugin-merged log-only types").
+//! See docs/upstream/approval.md (A request) and docs/upstream/session.md (Plugin-merged
+//! log-only types).
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! The typed error of the filesystem service: one variant per stable `FS_*` code
-//! (spec: `../shared/spec/others.md`, "Filesystem").
+//! (see `docs/upstream/fs.md`, "Codes").
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! The dsh filesystem service (`ctx.fs`, spec: `../shared/spec/others.md`, "Filesystem"): a
+//! The dsh filesystem service (`ctx.fs`, see `docs/upstream/fs.md`): a
 //! core crate so tools and policies (e.g. `dsh-tool-fs`, `dsh-spill`) share it without
 //! depending on each other.
 //!

@@ -1,6 +1,6 @@
 //! Per-session read-before-write state: which version of which file each session (owner)
-//! last saw, and the write/edit guards derived from it (spec: `../shared/spec/others.md`,
-//! "Filesystem": observations `present{version}|absent` per (session, target)).
+//! last saw, and the write/edit guards derived from it (see `docs/upstream/fs.md`, "Read before
+//! write": observations `present{version}|absent` per (session, target)).
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The local filesystem service ([`FsService`], provided as `ctx.fs`): path resolution with
 //! workspace containment and read grants, bounded streaming text reads, guarded atomic writes
-//! and literal edits (spec: `../shared/spec/others.md`, "Filesystem").
+//! and literal edits (see `docs/upstream/fs.md`).
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs::{self, File, OpenOptions, Permissions};

@@ -1,6 +1,6 @@
 //! Typed events and the four dispatch modes.
 //!
-//! Spec: `../shared/spec/kernel-cordis.md`, section "Events (dispatch modes)".
+//! See docs/upstream/kernel.md (Events (dispatch modes)).
 //!
 //! Every event is declared once, as a marker type implementing exactly one of [`EmitEvent`],
 //! [`SerialEvent`], [`ParallelEvent`] or [`WaterfallEvent`] (the [`crate::event!`] macro writes

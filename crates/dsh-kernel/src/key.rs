@@ -1,6 +1,6 @@
 //! Scope keys: opaque identities that tag scopes for filtered dispatch.
 //!
-//! Spec: `../shared/spec/kernel-cordis.md`, section "dsh-scope".
+//! See docs/upstream/kernel.md (Scopes (dsh-scope)).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,7 +3,7 @@
 //! dispatch, and link-time plugin registration.
 //!
 //! It does no I/O and knows nothing of agents or LLMs; every other crate plugs into it.
-//! Semantics follow the vendored Cordis described in `../shared/spec/kernel-cordis.md`, with the
+//! Semantics follow upstream's vendored Cordis, described in docs/upstream/kernel.md, with the
 //! differences listed in `docs/ARCHITECTURE.md`.
 //!
 //! ```

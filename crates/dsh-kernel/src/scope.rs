@@ -1,6 +1,6 @@
 //! Contexts, scopes, effects and effect-scoped disposal.
 //!
-//! Spec: `../shared/spec/kernel-cordis.md`, section "Effects and disposal (precise)".
+//! See docs/upstream/kernel.md (Effects and disposal).
 //!
 //! A [`Context`] is a handle on one scope. Every registration made through it (service, listener,
 //! effect, child scope, spawned task) becomes an *effect* owned by that scope and is undone when the

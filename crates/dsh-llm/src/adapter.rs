@@ -1,6 +1,6 @@
 //! The adapter seam: what a provider plugin implements.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Adapter contract", "`LlmRuntime` and adapter seam").
+//! See docs/upstream/llm.md (Adapter contract; Runtime and adapter seam).
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;

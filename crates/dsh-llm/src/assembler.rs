@@ -1,7 +1,6 @@
 //! [`BlockAssembler`]: the one canonical chunk-to-message assembly algorithm.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("`BlockAssembler` (exact algorithm)"); upstream
-//! `packages/llm/llm/src/assembler.ts`. The agent loop logs raw chunks for replay fidelity and
+//! See docs/upstream/llm.md (Block assembler (exact algorithm)). The agent loop logs raw chunks for replay fidelity and
 //! feeds the same chunks here, then reads [`BlockAssembler::blocks`] /
 //! [`BlockAssembler::message`] / usage / finish once the stream ends, or
 //! [`BlockAssembler::interrupted_blocks`] when cancellation cut it short.

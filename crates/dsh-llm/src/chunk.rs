@@ -1,6 +1,6 @@
 //! The streaming vocabulary an adapter yields: chunks, finish reasons, usage, failures.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("StreamChunk", "TokenUsage", "LlmFailure and codes").
+//! See docs/upstream/llm.md (Stream chunks; Usage and failures).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! Content blocks, message sources and messages.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Content and messages"); wire form = upstream session
+//! See docs/upstream/llm.md (Content and messages); wire form = upstream session
 //! log format v0 (camelCase fields, the same `type`/`kind` tags).
 //!
 //! The sums here are *merge-extensible*: a plugin may use a variant dsh does not model. Such a

@@ -1,7 +1,7 @@
 //! The crate's error type, [`LlmError`], with stable codes and a conversion to the wire-level
 //! [`LlmFailure`].
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("`LlmFailure` and codes"). Codes are the upstream
+//! See `docs/upstream/llm.md` ("Usage and failures"). Codes are the upstream
 //! taxonomy (`NO_ADAPTER`, `DUPLICATE_ADAPTER`, `REGISTRATION_DISPOSED`, `UNKNOWN_MODEL`, …) plus
 //! three the upstream throws as `LlmError` codes too (`INVALID_ADAPTER`,
 //! `UNSUPPORTED_REASONING_EFFORT`) or as a plain `Error` (`INCOMPLETE_BLOCK`).

@@ -1,6 +1,6 @@
 //! Branded identifiers: distinct newtypes over `String` that serialize as plain strings.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Content and messages"), seeds `000_*.txt`.
+//! See docs/upstream/llm.md (Content and messages).
 
 macro_rules! branded_id {
     ($(#[$m:meta])* $name:ident) => {

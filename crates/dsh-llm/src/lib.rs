@@ -2,7 +2,7 @@
 //! adapter yields, token usage and failures (this file's modules), plus the block assembler and
 //! the LLM service seam that adapters register with.
 //!
-//! Spec: `../shared/spec/llm-streaming.md`. Wire form: upstream session log format v0.
+//! See docs/upstream/llm.md. Wire form: upstream session log format v0.
 //!
 //! - [`BlockAssembler`]: the canonical chunk → blocks → assistant [`Message`] algorithm.
 //! - [`LlmService`]: provided as `Arc<LlmService>` by this crate's link-time plugin (id

@@ -1,7 +1,7 @@
 //! The request envelope: call configuration, tool schemas, the epoch header, generate options.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Request envelope"), `../shared/spec/session.md`
-//! (`EpochHeader`).
+//! See docs/upstream/llm.md (Request envelope) and docs/upstream/session.md (Event catalog: the
+//! request header).
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
 //! [`LlmService`]: the adapter registry and the normalised, interceptable model-call stream
 //! (`ctx.llm` upstream), provided as a kernel service by this crate's plugin.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("`LlmRuntime` (`ctx.llm`) and adapter seam",
-//! "Adapter contract"); upstream `packages/llm/llm/src/index.ts` (`LlmRuntime`).
+//! See docs/upstream/llm.md (Runtime and adapter seam; Adapter contract).
 //!
 //! - Routes: [`LlmService::register_adapter`] is all-or-nothing; the returned [`AdapterHandle`]
 //!   unregisters on drop/dispose (it is a kernel effect of the scope it was registered through, so

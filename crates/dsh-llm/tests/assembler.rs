@@ -1,5 +1,5 @@
 //! Unit tests for every rule of the `BlockAssembler` algorithm, with exact expected values.
-//! Spec: `../shared/spec/llm-streaming.md` ("`BlockAssembler` (exact algorithm)").
+//! See docs/upstream/llm.md (Block assembler (exact algorithm)).
 
 // Test helpers outside #[test] fns may unwrap too (clippy.toml only covers #[test] bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,6 @@
 //! Property tests: random chunk sequences against a straightforward reference model of the spec
 //! algorithm, plus structural invariants.
-//! Spec: `../shared/spec/llm-streaming.md` ("`BlockAssembler` (exact algorithm)").
+//! See docs/upstream/llm.md (Block assembler (exact algorithm)).
 
 // Test helpers outside #[test] fns may unwrap too (clippy.toml only covers #[test] bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,5 +1,5 @@
 //! The crate's link-time plugin provides `Arc<LlmService>` in the kernel.
-//! Spec: `../shared/spec/llm-streaming.md` ("`LlmRuntime` (`ctx.llm`)").
+//! See docs/upstream/llm.md (Runtime and adapter seam).
 
 // Test helpers outside #[test] fns may unwrap too (clippy.toml only covers #[test] bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

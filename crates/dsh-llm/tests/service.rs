@@ -1,7 +1,6 @@
 //! `LlmService` tests: registration, replace, disposal, topology events, stream normalisation,
 //! the `llm/stream` waterfall and call-config resolution.
-//! Spec: `../shared/spec/llm-streaming.md` ("`LlmRuntime` (`ctx.llm`) and adapter seam",
-//! "Adapter contract").
+//! See docs/upstream/llm.md (Runtime and adapter seam; Adapter contract).
 
 // Test helpers outside #[test] fns may unwrap too (clippy.toml only covers #[test] bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

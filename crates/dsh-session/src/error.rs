@@ -1,7 +1,7 @@
 //! The one error type of dsh-session, [`SessionError`], with a stable [`SessionError::code`] per
 //! failure class. Every rejected append or load leaves the log unchanged.
 //!
-//! Spec: `../shared/spec/session.md` ("append() contract", "Seeds, fork, end-seed", "SessionStore").
+//! See `docs/upstream/session.md` ("Append contract", "Seeds, fork, end-seed", "Session store").
 
 use crate::invariants::Violation;
 

@@ -1,7 +1,6 @@
 //! The session event envelope and the typed core payloads.
 //!
-//! Spec: `../shared/spec/session.md` ("Envelope", "Core event types", `TurnEndReason`), seed
-//! `001_*.txt` (`SessionEventMap`). Wire form = upstream session log format v0 (camelCase, the
+//! See docs/upstream/session.md (Envelope; Event catalog, with the turn-end reasons). Wire form = upstream session log format v0 (camelCase, the
 //! same tags). The key order dsh writes is documented in `docs/formats.md`.
 //!
 //! A [`SessionEvent`] is immutable once logged and shared as `Arc<SessionEvent>`. Its `data` is an

@@ -1,8 +1,7 @@
 //! The session header: immutable creation metadata kept outside the event log (line 1 of a JSONL
 //! log).
 //!
-//! Spec: `../shared/spec/persistence.md` ("SessionHeader"), `../shared/spec/session.md`
-//! ("Seeds, fork, end-seed").
+//! See docs/upstream/session.md (Session header; Seeds, fork, end-seed).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

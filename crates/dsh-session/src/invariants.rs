@@ -1,8 +1,7 @@
 //! The session invariants checker: turn/step numbering, execution enclosure and same-step
 //! `tool/call` / `tool/result` pairing.
 //!
-//! Spec: `../shared/spec/session.md` ("Enclosure invariants"), seed `001_*.txt` ("Execution
-//! enclosure and standalone events").
+//! See docs/upstream/session.md (Enclosure invariants).
 //!
 //! Rules (each violation has a distinct [`ViolationKind`]):
 //! - `turn/start{turn}`: no turn open; `turn` > every earlier turn number.

@@ -6,7 +6,7 @@
 //! [`SessionStore`] with its events (`session/created`, `session/disposed`, `session/event`,
 //! `session/flush`).
 //!
-//! Spec: `../shared/spec/session.md`, seed `../shared/seeds/001_*.txt`; wire form = upstream
+//! See docs/upstream/session.md; wire form = upstream
 //! session log format v0 (see `docs/formats.md`).
 //!
 //! The crate registers itself as a kernel plugin (after `dsh-llm`) that provides

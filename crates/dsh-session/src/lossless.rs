@@ -1,6 +1,6 @@
 //! Lossless-JSON validation and JSON value equivalence.
 //!
-//! Spec: `../shared/spec/session.md` ("append() contract"): event data must be lossless JSON —
+//! See docs/upstream/session.md (Append contract): event data must be lossless JSON —
 //! no non-finite numbers, no `-0`, and (dsh rule, matching JavaScript's exact-integer range) no
 //! integer outside ±(2^53−1). The check walks any `Serialize` value through a non-allocating
 //! checking serializer, so typed payloads are validated without building a `serde_json::Value`.

@@ -1,6 +1,6 @@
 //! The packed chunk-row codec shared by persistence backends and the conformance test.
 //!
-//! Spec: `../shared/spec/persistence.md` ("Packed rows"). A run of ≥ 3 consecutive
+//! See docs/upstream/session.md (Packed rows). A run of ≥ 3 consecutive
 //! `assistant/chunk` delta events of the same kind with the same turn/step/index (tool-call: same
 //! `id` and same presence/value of `name`), exact whitelisted shapes, consecutive seqs and
 //! safe-integer times (gaps may be negative) is stored as one row:

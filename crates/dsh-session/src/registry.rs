@@ -1,7 +1,6 @@
 //! The event-type registry: which non-core (log-only) event types a session accepts.
 //!
-//! Spec: `../shared/spec/session.md` ("Plugin-merged log-only types", "Full catalog of upstream
-//! event types"). A plugin declares its log-only types with [`EventTypeRegistry::register`]
+//! See docs/upstream/session.md (Plugin-merged log-only types, with upstream's full catalog). A plugin declares its log-only types with [`EventTypeRegistry::register`]
 //! (name, whether it may stand between turns, optional typed validation). The registry also
 //! ships [`UPSTREAM_LOG_ONLY_TYPES`]: upstream's plugin types no dsh plugin implements yet, known
 //! as opaque so upstream logs load. A dsh plugin registering one of those names takes it over.

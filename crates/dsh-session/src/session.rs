@@ -1,8 +1,7 @@
 //! [`Session`]: the append-only, validated event log with its incremental projections (surface,
 //! derived messages, request header, request context).
 //!
-//! Spec: `../shared/spec/session.md` ("append() contract", "Derivation", "Seeds, fork,
-//! end-seed"), seed `001_*.txt` (`Session` public API).
+//! See docs/upstream/session.md (Append contract; Derivation; Seeds, fork, end-seed).
 //!
 //! Concurrency: a `Session` is shared as `Arc<Session>`; every method takes `&self`. Appends are
 //! serialized by an append lock that is held through publication, so observers see events in

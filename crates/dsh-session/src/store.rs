@@ -1,7 +1,7 @@
 //! [`SessionStore`]: the kernel service that creates, lists, forks and flushes live sessions,
 //! and the kernel events it dispatches.
 //!
-//! Spec: `../shared/spec/session.md` ("SessionStore", "Seeds, fork, end-seed").
+//! See docs/upstream/session.md (Session store; Seeds, fork, end-seed).
 //!
 //! Events (all dispatched through the session's owner scope key, so scope-tagged listeners only
 //! see their agents' sessions):

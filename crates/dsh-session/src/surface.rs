@@ -1,8 +1,7 @@
 //! The ordered surface: which surface events (`user/message`, `assistant/message`,
 //! `tool/result`) are model-visible, in model order, after `append`/`replace` ops.
 //!
-//! Spec: `../shared/spec/session.md` ("Surface"), seed `001_*.txt` (`SurfaceOp`,
-//! `SessionSurface`, `foldSurface`).
+//! See docs/upstream/session.md (Surface).
 //!
 //! Rules enforced by [`SurfaceManager::validate`] (shared by live append, restore and
 //! `fold_surface`): surface types must carry a surface op and other types must not;

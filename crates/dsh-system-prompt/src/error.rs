@@ -1,6 +1,6 @@
 //! The crate's error type, [`PromptError`], with stable codes.
 //!
-//! Spec: `../shared/spec/system-prompt.md` ("Behaviour"): duplicate names in one layer,
+//! See `docs/upstream/system-prompt.md` ("Behaviour"): duplicate names in one layer,
 //! non-finite orders, more than one complete section, strict `{{name}}` rendering, and tool
 //! order problems are all rejected with a typed error.
 

@@ -4,8 +4,7 @@
 //! renders the stable system prompt ([`render_prompt`]) and turns changed runtime contexts into
 //! snapshot messages ([`render_contexts`], [`snapshot_message`], [`RetainedSnapshot`]).
 //!
-//! Spec: `../shared/spec/system-prompt.md`; snapshot rule from
-//! `../shared/spec/agent-loop.md` (step 2b) and upstream `runtime-context.ts`.
+//! See docs/upstream/system-prompt.md (with the runtime-context snapshot rule).
 //!
 //! The plugin (`dsh-system-prompt`) reads its settings section (see [`SystemPromptConfig`]) and
 //! provides `Arc<SystemPrompt>` in the root layer.

@@ -1,7 +1,7 @@
 //! Strict `{{name}}` interpolation and rendering of an assembly into the system prompt text and
 //! the runtime-context sections.
 //!
-//! Spec: `../shared/spec/system-prompt.md` ("`renderPrompt(assembly)`"). Rules: a reference is a
+//! See docs/upstream/system-prompt.md (Rendering). Rules: a reference is a
 //! complete `{{name}}` group with `name` matching `[a-z][a-z0-9_]*`; an unknown name, a name
 //! without a value, a malformed group, or a `{{` followed later by `}}` without forming a valid
 //! group is an error; a lone `{{` with no `}}` after it is literal text; substituted values are

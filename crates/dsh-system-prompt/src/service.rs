@@ -1,7 +1,7 @@
 //! The [`SystemPrompt`] kernel service: layered registrations (global + per agent scope) and
 //! [`SystemPrompt::assemble`].
 //!
-//! Spec: `../shared/spec/system-prompt.md` ("Behaviour"). Each registration goes into the layer
+//! See docs/upstream/system-prompt.md (Behaviour). Each registration goes into the layer
 //! of the registering [`Context`]'s scope key (`None` ⇒ global); a scoped entry shadows a global
 //! (or ancestor-scope) entry of the same name; a duplicate name within one layer is an error.
 //! Every registration and its removal emits `system-prompt/change`.

@@ -2,9 +2,7 @@
 //! history (keeping the system prompt byte-stable for prefix caching), and a new snapshot is
 //! appended only when its text differs from the last snapshot still on the session surface.
 //!
-//! Spec: `../shared/spec/system-prompt.md` ("Runtime-context snapshot rule"),
-//! `../shared/spec/agent-loop.md` (step 2b). Facts from upstream
-//! `packages/core/agent-loop/src/runtime-context.ts`:
+//! See docs/upstream/system-prompt.md (Runtime-context snapshot). Facts of upstream's rule:
 //! - comparison is by the message TEXT (one text block), not by the sections;
 //! - no snapshot ever and nothing to say ⇒ nothing; a cleared snapshot (empty after a snapshot
 //!   existed) has text [`CLEARED_TEXT`] and a plain plugin source WITHOUT `form`/`sections`;

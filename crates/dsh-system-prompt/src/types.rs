@@ -2,7 +2,7 @@
 //! and tool providers), the per-assembly [`AssembleContext`], the [`PromptAssembly`] output and
 //! the two events (`system-prompt/assemble`, `system-prompt/change`).
 //!
-//! Spec: `../shared/spec/system-prompt.md` ("Types").
+//! See docs/upstream/system-prompt.md (Types).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! tests can assert exactly what a client sent. Use it only as a `[dev-dependency]` (and through
 //! the `dsh-replay-server` binary in end-to-end tests).
 //!
-//! Spec: `../shared/spec/llm-streaming.md`, `../shared/fixtures/wire/README.md`.
+//! See docs/upstream/llm.md (Stream chunks) and docs/upstream/deepseek.md (the wire shapes).
 //!
 //! # Routes
 //! * `POST /chat/completions` and `POST /v1/chat/completions`: the next scripted response.

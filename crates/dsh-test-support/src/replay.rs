@@ -1,6 +1,6 @@
 //! The replay HTTP server: serves a [`Script`] on `127.0.0.1` and records every request.
 //!
-//! Spec: crate docs (script format); wire shapes from `../shared/fixtures/wire/README.md`.
+//! Script format: crate docs; wire shapes: docs/upstream/deepseek.md (Stream translation).
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -1,6 +1,6 @@
 //! The replay script: parsing, validation and DeepSeek-style stream synthesis.
 //!
-//! Format: see the crate docs. Spec: `../shared/fixtures/wire/README.md` (stream shapes).
+//! Format: see the crate docs. Stream shapes: docs/upstream/deepseek.md (Stream translation).
 
 use std::collections::BTreeMap;
 

@@ -526,17 +526,8 @@ fn verify_a_zstd_log() {
 
 // ---- upstream conformance corpus ----
 
-fn corpus_dir() -> Option<PathBuf> {
-    let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
-    loop {
-        let candidate = dir.join("shared/conformance/upstream-sessions");
-        if candidate.is_dir() {
-            return Some(candidate);
-        }
-        if !dir.pop() {
-            return None;
-        }
-    }
+fn corpus_dir() -> PathBuf {
+    dsh_shared_corpus::require(env!("CARGO_MANIFEST_DIR"), "conformance/upstream-sessions")
 }
 
 const CONFORMANCE_CWD: &str = "/tmp/dsh-conformance/workspace";
@@ -600,12 +591,13 @@ fn filled_copy(src: &Path, dir: &Path) -> PathBuf {
     p
 }
 
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/conformance beside the repository"
+)]
 #[test]
 fn verify_upstream_conformance_logs() {
-    let Some(dir) = corpus_dir() else {
-        eprintln!("skipping: shared/conformance/upstream-sessions not found");
-        return;
-    };
+    let dir = corpus_dir();
     let h = Home::new();
     // A raw snapshot is templated: its header cwd `{{cwd}}` is not a real path.
     let raw = dir.join("examples__acp-agent__snapshots__bash-tool-turn__session.jsonl");

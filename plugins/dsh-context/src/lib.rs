@@ -23,8 +23,8 @@
 //!
 //! Settings section [`PLUGIN_ID`] = `dsh-context`: [`ContextConfig`].
 //!
-//! Spec: issue "dsh-context"; `../shared/spec/system-prompt.md` (sections, contexts,
-//! variables, the snapshot rule).
+//! Spec: issue "dsh-context"; what it plugs into: docs/upstream/context.md and
+//! docs/upstream/system-prompt.md (sections, contexts, variables, the snapshot rule).
 
 mod agents;
 mod date;
@@ -49,7 +49,7 @@ pub use agents::{
     discover_agents_files, load_agents_file, load_agents_files,
 };
 pub use date::{civil_from_days, date_text};
-pub use dsh_agent_loop::AgentInfo;
+pub use dsh_agent::AgentInfo;
 pub use git::{MAX_STATUS_LINES, branch_from_header, format_git_context, git_context, git_root};
 pub use text::{PERSONA, TOOL_GUIDANCE, environment_text};
 
@@ -307,7 +307,6 @@ dsh_kernel::plugin! {
     after = [
         dsh_system_prompt::PLUGIN,
         dsh_agent::PLUGIN,
-        dsh_agent_loop::PLUGIN,
     ],
     settings = ContextConfig,
     top_level = ["persona"],

@@ -1,9 +1,8 @@
 //! The fixed texts of the stable system-prompt sections: the coding-agent persona, the tool
 //! guidance and the environment section template.
 //!
-//! Spec: issue "dsh-context" (dsh's own prompt content; upstream's deployment persona slot is
-//! described in `../shared/spec/system-prompt.md`, order convention: 0 persona, 100–199 tool
-//! guidance). Everything here is byte-stable: dynamic facts live in runtime contexts.
+//! Spec: issue "dsh-context" (dsh's own prompt content; upstream's deployment persona slot and
+//! order convention, 0 persona and 100–199 tool guidance, are in docs/upstream/context.md). Everything here is byte-stable: dynamic facts live in runtime contexts.
 
 /// The default coding-agent persona (section `context:persona`; replaced by the
 /// `persona` setting).

@@ -5,12 +5,11 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dsh_llm_deepseek::{StreamTranslator, translate_sse_bytes};
 
+/// A wire fixture from the reference corpus (`shared/fixtures/wire/`, found like the tests find
+/// it; see `dsh-shared-corpus`). Panics, naming the searched places, when it is absent.
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../../../shared/fixtures/wire/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = dsh_shared_corpus::require(env!("CARGO_MANIFEST_DIR"), "fixtures/wire").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// A long synthetic DeepSeek thinking + text stream: `n` reasoning frames, `n` text frames.

@@ -2,8 +2,8 @@
 //! connect / first-byte / idle timeouts, cancellation, credential resolution at call time and
 //! `GET /models` discovery.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Adapter contract", "LlmFailure and codes"),
-//! `../shared/fixtures/wire/README.md`.
+//! See docs/upstream/llm.md (Adapter contract; Usage and failures) and
+//! docs/upstream/deepseek.md.
 
 use std::collections::VecDeque;
 use std::pin::Pin;

@@ -1,8 +1,8 @@
 //! Provider configuration: the settings section `dsh-llm-deepseek`, routes, quirk flags, the
 //! model catalog, timeouts and credential resolution.
 //!
-//! Spec: `../shared/fixtures/wire/README.md` ("DeepSeek facts"), `../shared/spec/llm-streaming.md`
-//! (`LlmFailure` codes `MISSING_CREDENTIAL`, adapter contract item 5 for the idle watchdog).
+//! See docs/upstream/deepseek.md (DeepSeek facts the adapter relies on) and docs/upstream/llm.md
+//! (failure code `MISSING_CREDENTIAL`; adapter contract item 5 for the idle watchdog).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! HTTP failure mapping: status + body + headers → [`LlmFailure`], plus this crate's error enum.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("LlmFailure and codes", adapter contract item 6),
-//! `../shared/fixtures/wire/README.md` (fixtures 16, 17 `ds_errors_http.json`).
+//! See docs/upstream/llm.md (Usage and failures; adapter contract item 6) and
+//! docs/upstream/deepseek.md (HTTP errors; wire fixtures 16 and 17).
 
 use dsh_llm::{LlmFailure, codes};
 use serde_json::Value;

@@ -4,8 +4,8 @@
 //! adapter contract; requests replay `reasoning_content` on tool-call turns; HTTP failures map to
 //! canonical [`dsh_llm::LlmFailure`] codes.
 //!
-//! Spec: `../shared/spec/llm-streaming.md`, `../shared/fixtures/wire/README.md`,
-//! `../shared/bugcases.md` (BC-01, BC-02, BC-04, BC-05, BC-07, BC-09).
+//! See docs/upstream/llm.md and docs/upstream/deepseek.md (with the streaming bug cases BC-01,
+//! BC-02, BC-04, BC-05, BC-07, BC-09).
 //!
 //! Configuration: the settings section `dsh-llm-deepseek` deserializes into
 //! [`DeepSeekSettings`] (every field defaulted). Routes: `deepseek` (alias `deepseek-official`,

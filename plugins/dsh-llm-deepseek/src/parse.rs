@@ -1,9 +1,9 @@
 //! Response translation: SSE `data:` payloads of an OpenAI-format chat-completions stream →
 //! [`StreamChunk`]s, as a synchronous state machine callable without HTTP.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("StreamChunk", "Adapter contract", "TokenUsage"),
-//! `../shared/fixtures/wire/README.md` (fixtures 1–14, 22–28, "Reference assembler"),
-//! `../shared/bugcases.md` BC-01, BC-02, BC-05.
+//! See docs/upstream/llm.md (Stream chunks; Adapter contract; Usage and failures) and
+//! docs/upstream/deepseek.md (Stream translation; wire fixtures 1–14 and 22–28; bug cases BC-01,
+//! BC-02, BC-05).
 
 use std::borrow::Cow;
 use std::fmt;

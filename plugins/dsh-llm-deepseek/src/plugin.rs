@@ -3,7 +3,7 @@
 //! registers it with [`LlmService`] for every route id and alias (as an effect of the plugin's
 //! scope), and also provides the concrete `Arc<DeepSeekAdapter>` for callers that need it.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("`LlmRuntime` and adapter seam").
+//! See docs/upstream/llm.md (Runtime and adapter seam).
 
 use std::sync::Arc;
 

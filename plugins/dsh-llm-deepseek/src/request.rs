@@ -1,7 +1,6 @@
 //! Request serialization: [`GenerateOptions`] → the chat-completions JSON body.
 //!
-//! Spec: `../shared/fixtures/wire/README.md` (fixture 15 `ds_v4_request_thinking_tool_loop.json`,
-//! "Thinking + tools"), `../shared/bugcases.md` BC-02 / BC-04.
+//! See docs/upstream/deepseek.md (Thinking + tools; wire fixture 15; bug cases BC-02, BC-04).
 
 use dsh_llm::{ContentBlock, GenerateOptions, LlmFailure, Message, Role, codes};
 use serde_json::{Map, Value, json};

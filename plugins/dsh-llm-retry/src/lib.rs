@@ -5,8 +5,7 @@
 //! retry durably in the session before waiting (`llm/retry`) and its start after waiting
 //! (`llm/retry-started`). The loop then re-streams within the same turn and step.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Retry policy"), `../shared/spec/agent-loop.md`
-//! ("Step algorithm" 7). Settings: section `dsh-llm-retry` ([`RetrySettings`]).
+//! See docs/upstream/retry.md and docs/upstream/agent-loop.md (Step algorithm, 6). Settings: section `dsh-llm-retry` ([`RetrySettings`]).
 
 mod error;
 mod policy;

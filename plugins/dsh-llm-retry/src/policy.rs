@@ -1,8 +1,7 @@
 //! Retry policy configuration, resolution and the pure timing functions: the local backoff
 //! delay and the policy key that scopes retry numbering.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Retry policy"); validation rules and the key format
-//! follow upstream `packages/llm/llm/src/retry-policy.ts` and `packages/llm/llm-retry`.
+//! See docs/upstream/retry.md (Policy; Delay; the policy key under The listener).
 
 use std::collections::BTreeMap;
 

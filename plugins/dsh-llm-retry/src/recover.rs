@@ -2,8 +2,7 @@
 //! records the decision durably (`llm/retry`) before the cancellable wait, and records
 //! `llm/retry-started` after it.
 //!
-//! Spec: `../shared/spec/llm-streaming.md` ("Retry policy"); behaviour facts from upstream
-//! `packages/llm/llm-retry/src/index.ts`:
+//! See docs/upstream/retry.md (The listener). Upstream's behaviour:
 //! - normal mode: a code outside `retryable_codes` is delegated to `next` untouched;
 //! - always mode: delegates to `next` FIRST; a downstream `Retry` wins, otherwise this plugin
 //!   retries (and an abort during delegation ends recovery with `None`);

@@ -131,19 +131,11 @@ pub fn to_plain(events: &[Arc<SessionEvent>]) -> Vec<SessionEvent> {
 
 // ---- conformance corpus ----
 
-/// The upstream corpus directory, found by walking up from this crate to a
-/// `shared/conformance/upstream-sessions` directory (`None` when there is none: tests skip).
-pub fn corpus_dir() -> Option<PathBuf> {
-    let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
-    loop {
-        let candidate = dir.join("shared/conformance/upstream-sessions");
-        if candidate.is_dir() {
-            return Some(candidate);
-        }
-        if !dir.pop() {
-            return None;
-        }
-    }
+/// The upstream corpus directory (`dsh_shared_corpus::require`: a test that reaches this without
+/// the corpus fails; such tests are `#[ignore]`d by the crate's build script when it is absent
+/// and `CI` is unset).
+pub fn corpus_dir() -> PathBuf {
+    dsh_shared_corpus::require(env!("CARGO_MANIFEST_DIR"), "conformance/upstream-sessions")
 }
 
 pub const CONFORMANCE_CWD: &str = "/tmp/dsh-conformance/workspace";
@@ -289,13 +281,13 @@ pub fn write_raw_log(
     (id, path)
 }
 
-pub fn corpus_files() -> Option<Vec<PathBuf>> {
-    let dir = corpus_dir()?;
+pub fn corpus_files() -> Vec<PathBuf> {
+    let dir = corpus_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect();
     files.sort();
-    Some(files)
+    files
 }

@@ -1,4 +1,4 @@
-//! Shared helpers: paths to `../shared`, adapter construction against a replay server, chunk
+//! Shared helpers: paths into the `shared/` fixture corpus, adapter construction against a replay server, chunk
 //! collection with contract checks, and a tiny local block assembler.
 
 #![allow(dead_code)]
@@ -16,15 +16,15 @@ use serde_json::Value;
 
 pub const KEY: &str = "sk-test-secret-key-abcd";
 
+/// `shared/<rel>` (the wire fixtures are data read at run time; see `docs/upstream/deepseek.md`).
+/// Panics when `shared/fixtures/wire` is missing: the tests calling this are `#[ignore]`d at build
+/// time when it is absent and `CI` is unset (`dsh-shared-corpus`).
 pub fn shared(rel: &str) -> PathBuf {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let cand = dir.join("shared");
-        if cand.join("fixtures").is_dir() {
-            return cand.join(rel);
-        }
-        assert!(dir.pop(), "no shared/ directory above CARGO_MANIFEST_DIR");
-    }
+    let wire = dsh_shared_corpus::require(env!("CARGO_MANIFEST_DIR"), "fixtures/wire");
+    wire.parent()
+        .and_then(|fixtures| fixtures.parent())
+        .map(|dir| dir.join(rel))
+        .unwrap()
 }
 
 pub fn read_shared(rel: &str) -> String {

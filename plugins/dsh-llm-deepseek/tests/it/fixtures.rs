@@ -101,6 +101,10 @@ fn text_deltas(chunks: &[StreamChunk]) -> Vec<&str> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_text() {
     let (a, chunks) = check("ds_v4_stream_text.sse").await;
     assert_eq!(a.text.as_deref(), Some("Hello! How can I help you today?"));
@@ -114,6 +118,10 @@ async fn ds_v4_stream_text() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_text_include_usage() {
     let (a, _) = check("ds_v4_stream_text_include_usage.sse").await;
     let u = a.usage.unwrap();
@@ -121,6 +129,10 @@ async fn ds_v4_stream_text_include_usage() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_thinking_text() {
     let (a, chunks) = check("ds_v4_stream_thinking_text.sse").await;
     assert_eq!(a.text.as_deref(), Some("9.8 is larger than 9.11."));
@@ -139,6 +151,10 @@ async fn ds_v4_stream_thinking_text() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_tool_call() {
     let (a, chunks) = check("ds_v4_stream_tool_call.sse").await;
     assert_eq!(
@@ -156,6 +172,10 @@ async fn ds_v4_stream_tool_call() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_tool_calls_parallel() {
     let (a, _) = check("ds_v4_stream_tool_calls_parallel.sse").await;
     assert_eq!(a.calls.len(), 2);
@@ -164,6 +184,10 @@ async fn ds_v4_stream_tool_calls_parallel() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_thinking_tool_call() {
     let (a, _) = check("ds_v4_stream_thinking_tool_call.sse").await;
     assert_eq!(a.calls[0].1, "get_user_balance");
@@ -178,12 +202,20 @@ async fn ds_v4_stream_thinking_tool_call() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_stream_keepalive() {
     let (a, _) = check("ds_stream_keepalive.sse").await;
     assert_eq!(a.text.as_deref(), Some("pong"));
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_length_in_reasoning() {
     let (a, _) = check("ds_v4_stream_length_in_reasoning.sse").await;
     assert_eq!(a.finish, Some(FinishReason::MaxTokens));
@@ -193,6 +225,10 @@ async fn ds_v4_stream_length_in_reasoning() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_stream_insufficient_system_resource() {
     let (a, _) = check("ds_stream_insufficient_system_resource.sse").await;
     assert_eq!(a.code(), Some("INSUFFICIENT_SYSTEM_RESOURCE"));
@@ -201,6 +237,10 @@ async fn ds_stream_insufficient_system_resource() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_truncated_no_done() {
     let (a, chunks) = check("ds_v4_stream_truncated_no_done.sse").await;
     assert_eq!(a.code(), Some(codes::TRANSPORT));
@@ -214,6 +254,10 @@ async fn ds_v4_stream_truncated_no_done() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_v4_stream_reasoning_only_stop() {
     let (a, _) = check("ds_v4_stream_reasoning_only_stop.sse").await;
     assert_eq!(a.code(), Some(codes::EMPTY_RESPONSE));
@@ -221,6 +265,10 @@ async fn ds_v4_stream_reasoning_only_stop() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn openai_stream_include_usage() {
     let (a, _) = check("openai_stream_include_usage.sse").await;
     assert_eq!(a.text.as_deref(), Some("Hello! How can I help?"));
@@ -228,6 +276,10 @@ async fn openai_stream_include_usage() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn openai_stream_parallel_tool_calls() {
     let (a, _) = check("openai_stream_parallel_tool_calls.sse").await;
     assert_eq!(a.calls.len(), 2);
@@ -236,6 +288,10 @@ async fn openai_stream_parallel_tool_calls() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn llamacpp_stream_tool_call() {
     let (a, _) = check("llamacpp_stream_tool_call.sse").await;
     assert_eq!(a.calls[0].0, "vQugkfabc1whNPGiS0rtPGw6wIzGkiCf");
@@ -243,6 +299,10 @@ async fn llamacpp_stream_tool_call() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn llamacpp_stream_tool_result_answer() {
     let (a, _) = check("llamacpp_stream_tool_result_answer.sse").await;
     let u = a.usage.unwrap();
@@ -253,6 +313,10 @@ async fn llamacpp_stream_tool_result_answer() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn llamacpp_stream_error_midstream() {
     let (a, _) = check("llamacpp_stream_error_midstream.sse").await;
     let f = a.failure().unwrap();
@@ -262,6 +326,10 @@ async fn llamacpp_stream_error_midstream() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 fn every_sse_fixture_is_covered_or_skipped() {
     let covered = [
         "ds_v4_stream_text.sse",
@@ -300,6 +368,10 @@ fn every_sse_fixture_is_covered_or_skipped() {
 // ---- .json fixtures ----
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_errors_http_table() {
     let table = wire_json("ds_errors_http.json");
     let expected = [
@@ -357,6 +429,10 @@ async fn ds_errors_http_table() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_error_400_reasoning_content_missing_is_a_request_error_and_never_produced() {
     let fx = wire_json("ds_error_400_reasoning_content_missing.json");
     // classification: fatal request error
@@ -405,6 +481,10 @@ async fn ds_error_400_reasoning_content_missing_is_a_request_error_and_never_pro
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn ds_models_list() {
     let body = wire("ds_models_list.json");
     let route = DeepSeekSettings::default().official.to_route();
@@ -430,6 +510,10 @@ async fn ds_models_list() {
 
 /// Non-streaming bodies (a server that ignored `stream:true`): fixtures 9 and 10.
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn nonstream_bodies_are_parsed_whole() {
     let server = ReplayServer::with_responses(vec![
         ScriptResponse::status(

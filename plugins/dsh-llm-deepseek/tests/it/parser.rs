@@ -299,6 +299,10 @@ fn parsed_object_arguments_are_restringified() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 fn malformed_json_and_done_without_finish_reason() {
     let got = run_all_read_sizes("data: {not json\n\n");
     assert_eq!(got.code(), Some(codes::TRANSPORT));

@@ -53,6 +53,10 @@ fn tail(body: &Value, n: usize) -> Vec<Value> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/fixtures/wire beside the repository"
+)]
 async fn thinking_tool_loop_matches_fixture_across_steps_and_resume() {
     let fx = loop_fixture();
     let server = ReplayServer::with_responses(vec![

@@ -4,6 +4,7 @@
 //! assertion depends on wall-clock speed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
