@@ -112,7 +112,8 @@ pub const RULE_LOOP_PERSISTENCE: &str =
 /// See [`RULE_KERNEL`].
 pub const RULE_TEST_INFRA: &str = "test infrastructure is only a dev- or build-dependency";
 /// See [`RULE_KERNEL`].
-pub const RULE_BINARY: &str = "nothing depends on the binary crate";
+pub const RULE_BINARY: &str =
+    "nothing depends on the dsh crate but as a dev-dependency (an example or test harness)";
 /// See [`RULE_KERNEL`].
 pub const RULE_LOW_LEVEL: &str = "a low-level seam crate depends only on the crates below it";
 
@@ -229,7 +230,7 @@ pub fn violations(members: &[Member]) -> Vec<Violation> {
             if to == Role::TestInfra && *kind == Kind::Normal && m.role != Role::TestInfra {
                 push(RULE_TEST_INFRA);
             }
-            if to == Role::Binary {
+            if to == Role::Binary && *kind != Kind::Dev {
                 push(RULE_BINARY);
             }
             if *kind == Kind::Normal
@@ -334,7 +335,7 @@ mod tests {
                 &[
                     ("p-two", Kind::Dev),
                     ("dsh-agent-loop", Kind::Normal),
-                    ("dsh", Kind::Dev),
+                    ("dsh", Kind::Normal),
                 ],
             ),
             member(
@@ -379,7 +380,7 @@ mod tests {
                     Kind::Normal,
                     RULE_TEST_INFRA
                 ),
-                ("p-one".into(), "dsh".into(), Kind::Dev, RULE_BINARY),
+                ("p-one".into(), "dsh".into(), Kind::Normal, RULE_BINARY),
                 (
                     "p-one".into(),
                     "dsh-agent-loop".into(),

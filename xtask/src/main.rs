@@ -17,6 +17,7 @@
 
 mod arch;
 mod pointers;
+mod scaffold;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,9 +61,31 @@ fn real_main() -> Result<()> {
             }
         }
         Some("bench") => bench(&root, &args[1..]),
+        Some("new-plugin") => {
+            let (name, kind) = scaffold::parse_args(&args[1..])?;
+            let dir = scaffold::new_plugin(&root, &name, kind)?;
+            eprintln!(
+                "created {} (a {} plugin). Next: `cargo test -p {name}`; link it into the default \
+                 binary with one line in crates/dsh/src/presets.rs (see docs/plugin-authoring.md)",
+                dir.display(),
+                if kind == scaffold::Kind::Tool {
+                    "tool"
+                } else {
+                    "plain"
+                }
+            );
+            Ok(())
+        }
+        Some("scaffold-check") => {
+            if scaffold_check(&root) {
+                Ok(())
+            } else {
+                bail!("scaffold check failed")
+            }
+        }
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci [--strict]|tidy [--strict]|unused-deps [--strict]|bench [cargo bench args]>"
+                "usage: cargo xtask <ci [--strict]|tidy [--strict]|unused-deps [--strict]|bench [cargo bench args]|new-plugin NAME [--tool]|scaffold-check>"
             );
             std::process::exit(2);
         }
@@ -79,6 +102,70 @@ fn workspace_root() -> Result<PathBuf> {
 
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+}
+
+/// Scaffolds a tool plugin and a plain plugin into `plugins/` (the way `new-plugin` does),
+/// lints them and runs their tests — which build each one's example harness (the default binary
+/// plus the new plugin) and, for the tool, drive `exec` through the replay provider into the new
+/// tool — then removes them again.
+fn scaffold_check(root: &Path) -> bool {
+    /// Removes the scaffolded crates and restores `Cargo.lock` however the check ends.
+    struct Cleanup {
+        dirs: Vec<PathBuf>,
+        lock: PathBuf,
+        lock_text: Option<String>,
+    }
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for d in &self.dirs {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            if let Some(text) = &self.lock_text {
+                let _ = std::fs::write(&self.lock, text);
+            }
+        }
+    }
+    let names = [
+        ("dsh-scaffold-check-tool", scaffold::Kind::Tool),
+        ("dsh-scaffold-check-plain", scaffold::Kind::Plain),
+    ];
+    let lock = root.join("Cargo.lock");
+    let mut cleanup = Cleanup {
+        lock_text: std::fs::read_to_string(&lock).ok(),
+        lock,
+        dirs: Vec::new(),
+    };
+    for (name, kind) in names {
+        let dir = root.join("plugins").join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        match scaffold::new_plugin(root, name, kind) {
+            Ok(d) => cleanup.dirs.push(d),
+            Err(e) => {
+                eprintln!("==> scaffold check: {e:#}");
+                return false;
+            }
+        }
+    }
+    let mut ok = true;
+    for (name, _) in names {
+        ok &= run(
+            &format!("scaffold check: clippy {name}"),
+            cargo().args([
+                "clippy",
+                "-p",
+                name,
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        );
+        ok &= run(
+            &format!("scaffold check: tests of {name}"),
+            cargo().args(["test", "-p", name]),
+        );
+    }
+    ok
 }
 
 fn run(step: &str, cmd: &mut Command) -> bool {
@@ -152,6 +239,9 @@ fn ci(root: &Path, strict: bool) -> Result<()> {
     };
     if !tests_ok {
         failed.push("tests");
+    }
+    if !scaffold_check(root) {
+        failed.push("scaffold check");
     }
     if !run(
         "doc tests",

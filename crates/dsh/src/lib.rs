@@ -45,3 +45,17 @@ pub struct Harness {
     /// Built-in defaults as TOML, the lowest settings layer (e.g. `provider = "deepseek"`).
     pub defaults: &'static str,
 }
+
+impl Harness {
+    /// This harness plus `extra` plugins (e.g. the default binary plus one plugin crate of your
+    /// own: `dsh::presets::DEFAULT_HARNESS.extended(&[&my_plugin::PLUGIN])`). The combined list
+    /// lives for the rest of the process (it is leaked once; call this once, in `main`).
+    pub fn extended(&self, extra: &[&'static dsh_kernel::Plugin]) -> Harness {
+        let mut plugins = self.plugins.to_vec();
+        plugins.extend_from_slice(extra);
+        Harness {
+            plugins: Box::leak(plugins.into_boxed_slice()),
+            defaults: self.defaults,
+        }
+    }
+}
