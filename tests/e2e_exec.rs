@@ -964,3 +964,42 @@ fn sessions_list_fork_and_verify_see_exec_sessions() {
     }
     env.assert_key_never_stored();
 }
+
+#[test]
+fn dsh_log_debug_follows_one_turn_through_its_spans() {
+    let env = Env::new();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["read", {"file_path": env.calc()}]]},
+        {"text": "read it"},
+    ]));
+    let mut cmd = env.dsh(&replay.url(), Some(API_KEY), &["exec", "read calc"]);
+    cmd.env("DSH_LOG", "dsh_agent_loop=debug,dsh_tools=debug");
+    let out = run(cmd);
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    let has = |parts: &[&str]| lines.iter().any(|l| parts.iter().all(|p| l.contains(p)));
+    // Every line of the turn carries the turn's span; a step's lines the step's; the tool call
+    // its call id and tool name; the request its route and model.
+    assert!(has(&["turn{session=", "turn=1}", "turn started"]), "{err}");
+    assert!(
+        has(&[
+            "turn=1}:step{step=1}:request{provider=deepseek model=deepseek-v4-flash}",
+            "request sent"
+        ]),
+        "{err}"
+    );
+    assert!(
+        has(&[
+            "turn=1}:step{step=1}:tool_call{call_id=",
+            "tool=read}",
+            "tool call finished"
+        ]),
+        "{err}"
+    );
+    assert!(
+        has(&["turn=1}:step{step=2}:request{", "request finished"]),
+        "{err}"
+    );
+    assert!(has(&["turn{session=", "turn ended"]), "{err}");
+}

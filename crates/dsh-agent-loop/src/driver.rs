@@ -27,6 +27,7 @@ use dsh_tools::ToolRegistry;
 use dsh_tools::scheduler::{SchedulerConfig, SessionHooks, ToolCallRequest, run_tool_calls};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use tracing::Instrument as _;
 
 use crate::LoopConfig;
 use crate::error::LoopError;
@@ -165,10 +166,15 @@ impl Runner {
             tracing::error!(agent = %agent.id(), error = %e, "could not open a turn");
             return;
         }
+        // `DSH_LOG=debug` follows one turn: its steps, requests and tool calls run in spans
+        // below this one.
+        let span = tracing::debug_span!("turn", session = %session.id(), turn);
+        tracing::debug!(parent: &span, "turn started");
         // A panicking plugin (a waterfall listener, a tool body outside the pipeline's own
         // containment) ends the turn with an error; it never takes the driver down.
         let outcome = match std::panic::AssertUnwindSafe(self.turn_body(&agent, turn, &signal))
             .catch_unwind()
+            .instrument(span.clone())
             .await
         {
             Ok(outcome) => outcome,
@@ -209,6 +215,7 @@ impl Runner {
                 TurnEndReason::Error { error: failure }
             }
         };
+        tracing::debug!(parent: &span, reason = ?reason, "turn ended");
         if let Err(e) = session.append(
             "turn/end",
             EventData::TurnEnd(TurnEndData { turn, reason }),
@@ -381,6 +388,7 @@ impl Runner {
             }
         }
         self.run_step(agent, turn, step, parts.system.clone(), signal)
+            .instrument(tracing::debug_span!("step", step))
             .await
     }
 
@@ -579,6 +587,8 @@ impl Runner {
             opts.signal = signal.clone();
             opts.session_id = Some(session.id().to_owned());
 
+            let request = tracing::debug_span!("request", provider = %provider, model = %model);
+            tracing::debug!(parent: &request, messages = opts.messages.len(), tools = opts.tools.len(), "request sent");
             let mut stream = llm.stream_scoped(Some(&key), opts);
             let mut asm = BlockAssembler::new();
             let mut seqs = Vec::new();
@@ -593,7 +603,7 @@ impl Runner {
                 }
                 let item = tokio::select! {
                     biased;
-                    item = stream.next() => item,
+                    item = stream.next().instrument(request.clone()) => item,
                     () = signal.cancelled() => { aborted = true; break; }
                 };
                 let Some(item) = item else { break };
@@ -625,6 +635,7 @@ impl Runner {
                 }
             }
             drop(stream);
+            tracing::debug!(parent: &request, chunks = seqs.len(), aborted, "request finished");
             if aborted || signal.is_cancelled() {
                 let blocks = asm.interrupted_blocks();
                 if !blocks.is_empty() {

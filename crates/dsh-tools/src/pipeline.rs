@@ -39,6 +39,7 @@ use crate::result::{
     ToolExecutionSuccess,
 };
 use crate::schema;
+use tracing::Instrument as _;
 
 impl ToolRegistry {
     /// Runs the whole pipeline for one call and returns its frozen result.
@@ -48,7 +49,18 @@ impl ToolRegistry {
 
     /// Phase 1: materialise the call, check the entry abort, run `tools/pre-execute`, approval
     /// (for `ask`) and guards. Never fails: every outcome is carried in the [`PreparedCall`].
+    ///
+    /// The call runs in a `tool_call` tracing span (`call_id`, `tool`) that the later phases
+    /// re-enter, so `DSH_LOG=debug` follows one call through all three.
     pub async fn prepare(&self, input: ToolExecutionInput) -> PreparedCall {
+        let span = tracing::debug_span!("tool_call", call_id = %input.call_id, tool = %input.name);
+        let mut call = self.prepare_in_span(input).instrument(span.clone()).await;
+        tracing::debug!(parent: &span, allowed = matches!(call.stage, Stage::Proceed), "tool call prepared");
+        call.span = span;
+        call
+    }
+
+    async fn prepare_in_span(&self, input: ToolExecutionInput) -> PreparedCall {
         let ToolExecutionInput {
             call_id,
             root_call_id,
@@ -74,6 +86,7 @@ impl ToolRegistry {
             def,
             run: Arc::new(RunState::default()),
             stage: Stage::Proceed,
+            span: tracing::Span::none(),
         };
         if exec.signal.is_cancelled() {
             call.stage = Stage::Final(ToolExecutionResult::from_error(
@@ -219,6 +232,7 @@ pub struct PreparedCall {
     def: Option<Arc<dyn ToolDefinition>>,
     run: Arc<RunState>,
     stage: Stage,
+    span: tracing::Span,
 }
 
 impl std::fmt::Debug for PreparedCall {
@@ -244,12 +258,18 @@ impl PreparedCall {
     /// Phase 2: if allowed and not aborted, runs `tools/execute` around the body and awaits it
     /// to completion (never abandoned). Safe to spawn (`'static`).
     pub async fn dispatch(self) -> DispatchedCall {
+        let span = self.span.clone();
+        self.dispatch_in_span().instrument(span).await
+    }
+
+    async fn dispatch_in_span(self) -> DispatchedCall {
         let PreparedCall {
             reg,
             exec,
             def,
             run,
             stage,
+            span,
         } = self;
         let (result, skip_post) = match stage {
             Stage::Final(r) => (r, true),
@@ -275,6 +295,7 @@ impl PreparedCall {
             run,
             result,
             skip_post,
+            span,
         }
     }
 }
@@ -413,6 +434,7 @@ pub struct DispatchedCall {
     run: Arc<RunState>,
     result: ToolExecutionResult,
     skip_post: bool,
+    span: tracing::Span,
 }
 
 impl std::fmt::Debug for DispatchedCall {
@@ -433,6 +455,11 @@ impl DispatchedCall {
     /// Phase 3: `tools/post-execute` (unless the outcome is final), deferred contexts,
     /// `finalize_content` (exactly once), freeze, `tools/result` emit.
     pub async fn complete(self) -> Arc<ToolExecutionResult> {
+        let span = self.span.clone();
+        self.complete_in_span().instrument(span).await
+    }
+
+    async fn complete_in_span(self) -> Arc<ToolExecutionResult> {
         let DispatchedCall {
             reg,
             exec,
@@ -440,6 +467,7 @@ impl DispatchedCall {
             run,
             mut result,
             skip_post,
+            span: _,
         } = self;
         let key = exec.key().cloned();
         if !skip_post {
@@ -471,6 +499,10 @@ impl DispatchedCall {
                 exec,
                 result: result.clone(),
             });
+        tracing::debug!(
+            error = result.error_message().is_some(),
+            "tool call finished"
+        );
         result
     }
 }
