@@ -43,6 +43,7 @@
 //! this test's target directory once; `DSH_E2E_BIN=/path/to/dsh` skips the build).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+use dsh_kernel::ErrorCode;
 mod common;
 use common::dsh_bin;
 

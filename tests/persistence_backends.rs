@@ -5,6 +5,7 @@
 //! upstream conformance corpus).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 #[path = "../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 

@@ -4,6 +4,7 @@
 //! assertion depends on wall-clock speed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 #[path = "../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 

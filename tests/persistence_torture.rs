@@ -13,6 +13,7 @@
 //! agent-loop + replay-provider version comes later with the loop crate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+use dsh_kernel::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};

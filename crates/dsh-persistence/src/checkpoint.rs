@@ -17,6 +17,7 @@
 //! drains every session with pending events (a superset barrier is still correct). Nested tool
 //! dispatches (`call_id != root_call_id`) reuse the outer checkpoint and do not flush.
 
+use dsh_kernel::ErrorCode;
 use dsh_kernel::{BoxError, Context, ListenOptions};
 use dsh_llm::{LlmFailure, LlmStream};
 use dsh_tools::{ToolsError, ToolsExecute};

@@ -12,6 +12,7 @@
 //! - a per-session cursor skips events already stored (after resume);
 //! - one writer per session in this process; the backend's lock file excludes other processes.
 
+use dsh_kernel::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

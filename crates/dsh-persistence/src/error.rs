@@ -56,11 +56,12 @@ impl std::fmt::Display for UnsupportedReason {
 ///
 /// `code()` returns a stable SCREAMING_SNAKE string for each variant. The type is `Clone` so a
 /// retained background write failure can be surfaced on every later flush.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum PersistenceError {
     /// Damage in the committed prefix of a stored log: a malformed record that is not the torn final
     /// record, a seq gap, a missing/invalid header, or an invalid packed row. Never repaired silently.
     #[error("corrupt session log \"{id}\"{}: {detail}", line.map(|l| format!(" at line {l}")).unwrap_or_default())]
+    #[code("SESSION_PERSISTENCE_CORRUPTION")]
     Corruption {
         /// The session id.
         id: String,
@@ -71,6 +72,7 @@ pub enum PersistenceError {
     },
     /// The stored log is intact but cannot be interpreted by this build.
     #[error("session \"{id}\" {reason}{}", location.as_ref().map(|p| format!(" (raw log: {})", p.display())).unwrap_or_default())]
+    #[code("SESSION_FORMAT_UNSUPPORTED")]
     FormatUnsupported {
         /// The session id.
         id: String,
@@ -81,12 +83,14 @@ pub enum PersistenceError {
     },
     /// No stored (appended) session with this id.
     #[error("session \"{id}\" not found")]
+    #[code("SESSION_NOT_FOUND")]
     NotFound {
         /// The session id.
         id: String,
     },
     /// `create` for an id that already exists (stored, or created in this process).
     #[error("session \"{id}\" already exists")]
+    #[code("SESSION_ALREADY_EXISTS")]
     AlreadyExists {
         /// The session id.
         id: String,
@@ -94,6 +98,7 @@ pub enum PersistenceError {
     /// `append` whose first seq is not the stored next seq, or a batch whose seqs are not
     /// contiguous.
     #[error("session \"{id}\": append expected seq {expected}, got {got}")]
+    #[code("SESSION_SEQ_MISMATCH")]
     SeqMismatch {
         /// The session id.
         id: String,
@@ -105,18 +110,21 @@ pub enum PersistenceError {
     /// An invalid [`crate::SessionHeader`] (negative/unsafe `createdAt`, relative `cwd`, bad
     /// `origin`, retired fields) or an id that does not match.
     #[error("invalid session header: {detail}")]
+    #[code("SESSION_INVALID_HEADER")]
     InvalidHeader {
         /// What is wrong.
         detail: String,
     },
     /// An argument outside the accepted domain (empty path segment, bad `read_from` seq, …).
     #[error("invalid argument: {detail}")]
+    #[code("INVALID_ARGUMENT")]
     InvalidArgument {
         /// What is wrong.
         detail: String,
     },
     /// An event that cannot be stored (e.g. data not representable, packed-row codec refused it).
     #[error("session \"{id}\": cannot store event \"{event_type}\": {detail}")]
+    #[code("SESSION_INVALID_EVENT")]
     InvalidEvent {
         /// The session id.
         id: String,
@@ -127,6 +135,7 @@ pub enum PersistenceError {
     },
     /// Another writer (this or another process) holds the session's lock file.
     #[error("session \"{id}\" is locked by another writer ({})", path.display())]
+    #[code("SESSION_LOCKED")]
     Locked {
         /// The session id.
         id: String,
@@ -135,18 +144,21 @@ pub enum PersistenceError {
     },
     /// The stored session changed between reading it and taking the writer role (another writer).
     #[error("session \"{id}\" changed concurrently while being loaded")]
+    #[code("SESSION_PERSISTENCE_CONFLICT")]
     Conflict {
         /// The session id.
         id: String,
     },
     /// `load` of a session that is live in this process and has an open turn.
     #[error("session \"{id}\" is live with an open turn; live sessions are never repaired")]
+    #[code("SESSION_LIVE_OPEN_TURN")]
     LiveOpenTurn {
         /// The session id.
         id: String,
     },
     /// Filesystem failure; the committed prefix is unchanged (appends truncate back).
     #[error("{op} {}: {source}", path.display())]
+    #[code("SESSION_PERSISTENCE_IO")]
     Io {
         /// The failed operation (`"open"`, `"append"`, `"fsync"`, …).
         op: &'static str,
@@ -158,6 +170,7 @@ pub enum PersistenceError {
     },
     /// A backend-specific failure with its message.
     #[error("{backend} backend: {detail}")]
+    #[code("SESSION_PERSISTENCE_BACKEND")]
     Backend {
         /// Backend name.
         backend: &'static str,
@@ -166,9 +179,11 @@ pub enum PersistenceError {
     },
     /// The coordinator or backend was closed; no more admission.
     #[error("session persistence is closed")]
+    #[code("SESSION_PERSISTENCE_CLOSED")]
     Closed,
     /// The `backend` setting names no registered backend.
     #[error("unknown session persistence backend `{name}` (registered: {})", if registered.is_empty() { "none".to_owned() } else { registered.join(", ") })]
+    #[code("SESSION_PERSISTENCE_UNKNOWN_BACKEND")]
     UnknownBackend {
         /// The configured name.
         name: String,
@@ -177,9 +192,11 @@ pub enum PersistenceError {
     },
     /// Persistence is off (`backend = "none"` or no sessions directory configured).
     #[error("session persistence is off")]
+    #[code("SESSION_PERSISTENCE_DISABLED")]
     Disabled,
     /// No registered backend recognizes a session file.
     #[error("{} is not a session file of any registered backend (registered: {})", path.display(), registered.join(", "))]
+    #[code("SESSION_FILE_UNRECOGNIZED")]
     UnrecognizedFile {
         /// The file.
         path: PathBuf,
@@ -189,29 +206,6 @@ pub enum PersistenceError {
 }
 
 impl PersistenceError {
-    /// The stable code of this error (`SESSION_PERSISTENCE_CORRUPTION`, …).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Corruption { .. } => "SESSION_PERSISTENCE_CORRUPTION",
-            Self::FormatUnsupported { .. } => "SESSION_FORMAT_UNSUPPORTED",
-            Self::NotFound { .. } => "SESSION_NOT_FOUND",
-            Self::AlreadyExists { .. } => "SESSION_ALREADY_EXISTS",
-            Self::SeqMismatch { .. } => "SESSION_SEQ_MISMATCH",
-            Self::InvalidHeader { .. } => "SESSION_INVALID_HEADER",
-            Self::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            Self::InvalidEvent { .. } => "SESSION_INVALID_EVENT",
-            Self::Locked { .. } => "SESSION_LOCKED",
-            Self::LiveOpenTurn { .. } => "SESSION_LIVE_OPEN_TURN",
-            Self::Conflict { .. } => "SESSION_PERSISTENCE_CONFLICT",
-            Self::Io { .. } => "SESSION_PERSISTENCE_IO",
-            Self::Backend { .. } => "SESSION_PERSISTENCE_BACKEND",
-            Self::Closed => "SESSION_PERSISTENCE_CLOSED",
-            Self::UnknownBackend { .. } => "SESSION_PERSISTENCE_UNKNOWN_BACKEND",
-            Self::Disabled => "SESSION_PERSISTENCE_DISABLED",
-            Self::UnrecognizedFile { .. } => "SESSION_FILE_UNRECOGNIZED",
-        }
-    }
-
     /// Builds an [`PersistenceError::Io`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {

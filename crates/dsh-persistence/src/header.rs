@@ -3,6 +3,7 @@
 //!
 //! Behaviour: `docs/persistence.md` ("Session header").
 
+use dsh_kernel::ErrorCode;
 use std::path::Path;
 
 use serde_json::Value;

@@ -5,6 +5,7 @@
 //!
 //! Behaviour: `docs/persistence.md` ("Inspection").
 
+use dsh_kernel::ErrorCode;
 use std::sync::Arc;
 
 use dsh_llm::MessageSource;

@@ -8,6 +8,7 @@
 //! of [`PersistenceService::resolve`] (the host calls it after boot; every other entry point calls
 //! it too). Behaviour: `docs/persistence.md` ("Backends are plugins").
 
+use dsh_kernel::ErrorCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 

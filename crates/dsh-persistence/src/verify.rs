@@ -7,6 +7,7 @@
 //!
 //! Behaviour: `docs/persistence.md` ("Verify").
 
+use dsh_kernel::ErrorCode;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -2,6 +2,7 @@
 //! backend its settings name), and the agent to work with (fresh, resumed, or continued); and the
 //! session store of the session commands ([`Storage`]).
 
+use dsh_kernel::ErrorCode;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};

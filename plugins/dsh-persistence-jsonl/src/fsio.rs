@@ -4,6 +4,7 @@
 //! Behaviour: `docs/persistence.md` ("JSONL backend": the first append publishes via temp file +
 //! fsync + no-overwrite link; later appends append + fsync, truncating back on failure).
 
+use dsh_kernel::ErrorCode;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;

@@ -4,6 +4,7 @@
 //! Behaviour: `docs/persistence.md` ("JSONL backend"). Both encoders work on UTF-16 code
 //! units, exactly like upstream, so a non-BMP character becomes two `~XXXX` escapes.
 
+use dsh_kernel::ErrorCode;
 use std::path::{Path, PathBuf};
 
 use dsh_persistence::{PersistenceError, Result};

@@ -4,6 +4,7 @@
 //! input (header too); re-writing dsh's own output is byte-stable.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 #[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 

@@ -2,6 +2,7 @@
 //! closers (BC-24), locking, listing and read_from.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 #[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 

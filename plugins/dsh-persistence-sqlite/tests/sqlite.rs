@@ -3,6 +3,7 @@
 //! `crates/dsh-persistence/tests/backends.rs`.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_kernel::ErrorCode;
 #[path = "../../../crates/dsh-persistence/tests/common/mod.rs"]
 mod common;
 

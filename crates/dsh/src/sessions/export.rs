@@ -4,6 +4,7 @@
 //! refused (exit 2).
 
 use anyhow::{Result, anyhow};
+use dsh_kernel::ErrorCode;
 use dsh_persistence::PersistenceError;
 
 use super::{emit, storage_error};

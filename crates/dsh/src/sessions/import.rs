@@ -3,6 +3,7 @@
 //! tail dropped, open turn closed); then `dsh exec --resume ID` continues it. A file with errors
 //! is not imported (exit 1); an id already stored is refused (exit 2).
 
+use dsh_kernel::ErrorCode;
 use std::io::Write as _;
 use std::path::Path;
 

@@ -1,6 +1,7 @@
 //! `dsh sessions list [--json]`: the seam's session summaries (first prompt and turn count from
 //! the parsed events), newest first by last activity, then creation time, then id.
 
+use dsh_kernel::ErrorCode;
 use std::fmt::Write as _;
 
 use anyhow::{Result, anyhow};

@@ -14,6 +14,7 @@
 //!
 //! Behaviour: `docs/persistence.md` ("Inspection", "Verify").
 
+use dsh_kernel::ErrorCode;
 mod export;
 mod fmt;
 mod fork;
