@@ -3,7 +3,6 @@
 //!
 //! Behaviour: `docs/persistence.md` ("Session header").
 
-use dsh_kernel::ErrorCode;
 use std::path::Path;
 
 use serde_json::Value;
@@ -140,6 +139,7 @@ pub fn check_version(id: &str, version: u64, location: Option<&Path>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dsh_kernel::ErrorCode;
 
     #[test]
     fn header_line_round_trip_and_order() {

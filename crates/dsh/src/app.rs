@@ -134,6 +134,16 @@ impl Storage {
     }
 }
 
+/// A core service is missing after boot: the plugin that provides it was disabled or is not in
+/// the harness's preset (a configuration error, exit 2).
+fn missing_core(e: &dsh_kernel::KernelError, plugin: &str) -> anyhow::Error {
+    UsageError(format!(
+        "{e}: the `{plugin}` plugin provides it; it is disabled (plugins.disable) or not in this \
+         harness's plugin set"
+    ))
+    .into()
+}
+
 impl App {
     /// Boots the plugin set of `config` (its harness's preset minus `plugins.disable`) with the
     /// settings of `config`.
@@ -173,11 +183,11 @@ impl App {
         let agents = kernel
             .root()
             .require::<AgentRegistry>()
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(|e| missing_core(&e, "dsh-agent"))?;
         let sessions = kernel
             .root()
             .require::<SessionStore>()
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(|e| missing_core(&e, "dsh-session"))?;
         Ok(Self {
             kernel,
             config,

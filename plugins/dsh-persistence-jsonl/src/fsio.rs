@@ -4,7 +4,6 @@
 //! Behaviour: `docs/persistence.md` ("JSONL backend": the first append publishes via temp file +
 //! fsync + no-overwrite link; later appends append + fsync, truncating back on failure).
 
-use dsh_kernel::ErrorCode;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
@@ -181,6 +180,7 @@ impl SessionLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dsh_kernel::ErrorCode;
 
     #[test]
     fn publish_refuses_overwrite_and_append_extends() {

@@ -4,7 +4,6 @@
 //! Behaviour: `docs/persistence.md` ("JSONL backend"). Both encoders work on UTF-16 code
 //! units, exactly like upstream, so a non-BMP character becomes two `~XXXX` escapes.
 
-use dsh_kernel::ErrorCode;
 use std::path::{Path, PathBuf};
 
 use dsh_persistence::{PersistenceError, Result};
@@ -121,6 +120,7 @@ pub fn log_path(root: &Path, cwd: Option<&str>, id: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dsh_kernel::ErrorCode;
 
     #[test]
     fn encode_segment_cases() {
