@@ -364,6 +364,21 @@ impl Kernel {
     /// the rest stay started).
     pub async fn boot_with(&self, descs: &[&'static Plugin]) -> Result<BootReport> {
         let order = plugin_order(descs)?;
+        // A failure of a plugin whose `after` plugins are not booted most likely comes from
+        // their absence: say so.
+        let explain = |d: &Plugin, e: BoxError| -> BoxError {
+            let missing: Vec<&str> = d
+                .after
+                .iter()
+                .filter(|a| !descs.iter().any(|x| x.id == a.id))
+                .map(|a| a.id)
+                .collect();
+            if missing.is_empty() {
+                e
+            } else {
+                format!("{e} (it runs after {}, not booted)", missing.join(", ")).into()
+            }
+        };
         let mut failures: Vec<(String, BoxError)> = Vec::new();
         let mut live: Vec<(&'static Plugin, Context)> = Vec::with_capacity(order.len());
         for d in order {
@@ -372,7 +387,7 @@ impl Kernel {
                 Ok(()) => live.push((d, scope)),
                 Err(e) => {
                     scope.dispose().await;
-                    failures.push((d.id.to_owned(), e));
+                    failures.push((d.id.to_owned(), explain(d, e)));
                 }
             }
         }
@@ -388,7 +403,7 @@ impl Kernel {
                 }
                 Err(e) => {
                     scope.dispose().await;
-                    failures.push((d.id.to_owned(), e));
+                    failures.push((d.id.to_owned(), explain(d, e)));
                 }
             }
         }

@@ -768,3 +768,21 @@ async fn spawned_tasks_are_drained_on_dispose() {
     ctx.dispose().await;
     assert_eq!(done.load(Ordering::SeqCst), 1);
 }
+
+static NEEDS_C: Plugin = plugin("needs-c", &[&C], &[], failing_apply);
+
+#[tokio::test]
+async fn a_failure_of_a_plugin_whose_after_plugins_are_not_booted_names_them() {
+    let k = Kernel::new();
+    let err = k.boot_with(&[&NEEDS_C]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1 plugin(s) failed to apply: needs-c: no config (it runs after c, not booted)"
+    );
+    let k = Kernel::new();
+    let err = k.boot_with(&[&NEEDS_C, &C]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1 plugin(s) failed to apply: needs-c: no config"
+    );
+}
