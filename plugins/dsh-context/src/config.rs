@@ -15,7 +15,8 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContextConfig {
-    /// Replaces [`PERSONA`](crate::PERSONA) (may use `{{variables}}`, e.g. `{{cwd}}`; `""` drops the section).
+    /// Replaces [`PERSONA`](crate::PERSONA) (may use `{{variables}}`, e.g. `{{cwd}}`; `""`
+    /// drops the section).
     pub persona: Option<String>,
     /// Where `AGENTS.md` is looked up last; default `$DSH_HOME`, else `~/.dsh`.
     pub dsh_home: Option<PathBuf>,
