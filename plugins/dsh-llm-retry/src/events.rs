@@ -1,0 +1,73 @@
+//! The two log-only event types: the `llm/retry` and `llm/retry-started` payloads and their
+//! declaration in an event-type registry.
+
+use dsh_llm::LlmFailure;
+use dsh_session::{EventTypeDecl, EventTypeRegistry};
+use serde::{Deserialize, Serialize};
+
+use crate::{LLM_RETRY, LLM_RETRY_STARTED, PLUGIN_ID, RetryError};
+
+/// The `llm/retry` payload (JSON keys camelCase, in this order). `maxRetries` is present in
+/// normal mode only; `delayMs` is fractional when jittered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmRetryData {
+    /// Stable id of one step's retry sequence (a v4 UUID).
+    pub retry_id: String,
+    /// The failed request's turn.
+    pub turn: u64,
+    /// The failed request's step.
+    pub step: u64,
+    /// The provider route.
+    pub provider: String,
+    /// `normal` or `always`.
+    pub mode: String,
+    /// See [`policy_key`](crate::policy_key).
+    pub policy_key: String,
+    /// This retry's number (1-based).
+    pub retry: u64,
+    /// Normal mode's `max_retries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u64>,
+    /// The scheduled wait (ms).
+    pub delay_ms: f64,
+    /// The failure being retried.
+    pub failure: LlmFailure,
+}
+
+/// The `llm/retry-started` payload: `{retryId, turn, step, retry}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmRetryStartedData {
+    /// The retry sequence id.
+    pub retry_id: String,
+    /// Turn.
+    pub turn: u64,
+    /// Step.
+    pub step: u64,
+    /// Retry number.
+    pub retry: u64,
+}
+
+/// Declares `llm/retry` and `llm/retry-started` (inside turns only, payload-validated) in
+/// `registry`, owned by this plugin.
+///
+/// # Errors
+/// [`RetryError::Session`] when another plugin already declared one of the names.
+pub fn register_event_types(registry: &EventTypeRegistry) -> Result<(), RetryError> {
+    registry.register(
+        EventTypeDecl::new(LLM_RETRY, PLUGIN_ID, false).with_validator(|v| {
+            LlmRetryData::deserialize(v)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }),
+    )?;
+    registry.register(
+        EventTypeDecl::new(LLM_RETRY_STARTED, PLUGIN_ID, false).with_validator(|v| {
+            LlmRetryStartedData::deserialize(v)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }),
+    )?;
+    Ok(())
+}
