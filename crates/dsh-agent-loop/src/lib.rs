@@ -10,214 +10,18 @@
 //!
 //! See `docs/upstream/agent-loop.md`; tools scheduling: `docs/tools.md` ("Loop-side scheduling").
 
+mod config;
 mod driver;
 mod error;
+mod factory;
+mod plugin;
 pub mod prompt;
 
-use std::sync::Arc;
-
-use dsh_agent::lifecycle::{
-    AgentCreated, AgentNotice, AgentSessionStart, SessionStart, SessionStartSource,
-};
-use dsh_agent::{
-    Agent, AgentFactory, AgentRegistry, CreateAgentOptions, Inbox, ResumeAgentOptions,
-};
-use dsh_kernel::{BoxError, Context, ScopeKey};
-use dsh_session::{CreateOptions, SessionHeader, SessionStore, now_ms};
-use futures::future::BoxFuture;
-use serde::Deserialize;
-
+pub use config::LoopConfig;
 pub use driver::Runner;
 pub use error::LoopError;
+pub use factory::{AgentLoop, SharedLoop};
 pub use prompt::{AgentInfo, PromptParts};
-
-/// Loop settings (settings section `dsh-agent-loop`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct LoopConfig {
-    /// Rolling pool size for parallel-safe tool calls (`maxParallelToolCalls`, default 10).
-    pub max_parallel_tool_calls: usize,
-}
-
-impl Default for LoopConfig {
-    fn default() -> Self {
-        Self {
-            max_parallel_tool_calls: dsh_tools::scheduler::DEFAULT_MAX_PARALLEL,
-        }
-    }
-}
-
-/// The agent factory (`ctx.agentLoop`), installed into the [`AgentRegistry`] by this crate's
-/// plugin.
-pub struct AgentLoop {
-    ctx: Context,
-    config: LoopConfig,
-    render_cache: Arc<std::sync::Mutex<Option<prompt::RenderCache>>>,
-}
-
-impl std::fmt::Debug for AgentLoop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentLoop")
-            .field("config", &self.config)
-            .finish()
-    }
-}
-
-impl AgentLoop {
-    /// A factory creating agents under `ctx` (agent scopes are tagged children of it).
-    pub fn new(ctx: Context, config: LoopConfig) -> Self {
-        Self {
-            ctx,
-            config,
-            render_cache: Arc::default(),
-        }
-    }
-
-    fn publish(
-        &self,
-        agent: &Agent,
-        owner: Option<Agent>,
-        source: SessionStartSource,
-    ) -> Result<(), BoxError> {
-        let registry = self
-            .ctx
-            .get::<AgentRegistry>()
-            .ok_or(LoopError::MissingService("AgentRegistry"))?;
-        registry.register(agent.clone(), owner)?;
-        let d = self.ctx.dispatch_to(Some(agent.key()));
-        d.emit::<AgentCreated>(&AgentNotice {
-            agent: agent.clone(),
-        });
-        d.emit::<AgentSessionStart>(&SessionStart {
-            agent: agent.clone(),
-            source,
-        });
-        Ok(())
-    }
-
-    fn store(&self) -> Result<Arc<SessionStore>, LoopError> {
-        self.ctx
-            .get::<SessionStore>()
-            .ok_or(LoopError::MissingService("SessionStore"))
-    }
-
-    /// Creates a fresh agent (see [`AgentFactory::create`]).
-    ///
-    /// # Errors
-    /// [`LoopError::MissingService`], session creation errors, registry errors.
-    pub fn create_agent(&self, opts: CreateAgentOptions) -> Result<Agent, BoxError> {
-        let id = opts
-            .id
-            .clone()
-            .unwrap_or_else(|| dsh_llm::SessionId::fresh().to_string());
-        let key = ScopeKey::new(format!("agent:{id}"));
-        if let Some(owner) = &opts.owner {
-            key.bind_parent(owner.key())?;
-        }
-        let mut header = SessionHeader::new(id.clone(), now_ms());
-        header.cwd = opts.cwd.clone();
-        header.parent_session = opts.parent_session.clone();
-        let agent_ctx = self.ctx.tagged(key.clone(), format!("agent:{id}"))?;
-        let session = self.store()?.create(
-            Some(id),
-            CreateOptions {
-                seed: opts.seed.clone(),
-                meta: Some(header),
-                owner: Some(key.clone()),
-            },
-        )?;
-        let runner = Runner::new(
-            self.ctx.clone(),
-            self.config.clone(),
-            self.render_cache.clone(),
-        );
-        agent_ctx
-            .provide(Arc::new(AgentInfo {
-                id: session.id().to_owned(),
-                cwd: session.header().cwd.clone(),
-            }))?
-            .detach();
-        let agent = Agent::new(
-            key,
-            agent_ctx,
-            session.clone(),
-            Inbox::new(session),
-            opts.options,
-            Arc::new(runner),
-        );
-        self.publish(&agent, opts.owner, SessionStartSource::Startup)?;
-        Ok(agent)
-    }
-
-    /// Resumes a persisted agent (see [`AgentFactory::resume`]).
-    ///
-    /// # Errors
-    /// [`LoopError::NoPersistence`], load/repair errors, restore errors, registry errors.
-    pub async fn resume_agent(&self, opts: ResumeAgentOptions) -> Result<Agent, BoxError> {
-        let loader = self
-            .ctx
-            .get::<dsh_agent::SessionLoader>()
-            .ok_or_else(|| LoopError::NoPersistence(opts.id.clone()))?;
-        let loaded = loader.load(&opts.id).await?;
-        let key = ScopeKey::new(format!("agent:{}", opts.id));
-        if let Some(owner) = &opts.owner {
-            key.bind_parent(owner.key())?;
-        }
-        let agent_ctx = self.ctx.tagged(key.clone(), format!("agent:{}", opts.id))?;
-        let session = self
-            .store()?
-            .restore(loaded.events, loaded.header, Some(key.clone()))?;
-        let runner = Runner::new(
-            self.ctx.clone(),
-            self.config.clone(),
-            self.render_cache.clone(),
-        );
-        agent_ctx
-            .provide(Arc::new(AgentInfo {
-                id: session.id().to_owned(),
-                cwd: session.header().cwd.clone(),
-            }))?
-            .detach();
-        let agent = Agent::new(
-            key,
-            agent_ctx,
-            session.clone(),
-            Inbox::restore(session),
-            opts.options,
-            Arc::new(runner),
-        );
-        self.publish(&agent, opts.owner, SessionStartSource::Resume)?;
-        Ok(agent)
-    }
-}
-
-/// The factory as the registry sees it (an `Arc` so futures can own it).
-#[derive(Debug, Clone)]
-pub struct SharedLoop(pub Arc<AgentLoop>);
-
-impl AgentFactory for SharedLoop {
-    fn create(&self, opts: CreateAgentOptions) -> BoxFuture<'static, Result<Agent, BoxError>> {
-        let r = self.0.create_agent(opts);
-        Box::pin(async move { r })
-    }
-
-    fn resume(&self, opts: ResumeAgentOptions) -> BoxFuture<'static, Result<Agent, BoxError>> {
-        let this = self.0.clone();
-        Box::pin(async move { this.resume_agent(opts).await })
-    }
-}
-
-fn apply(ctx: &Context) -> Result<(), BoxError> {
-    let config: LoopConfig = ctx.settings_section(env!("CARGO_PKG_NAME"))?;
-    let agent_loop = Arc::new(AgentLoop::new(ctx.clone(), config));
-    ctx.provide(agent_loop.clone())?.detach();
-    let registry = ctx
-        .get::<AgentRegistry>()
-        .ok_or(LoopError::MissingService("AgentRegistry"))?;
-    let disposers = registry.set_factory(Arc::new(SharedLoop(agent_loop)));
-    ctx.effect("agent-loop:factory", disposers)?.detach();
-    Ok(())
-}
 
 dsh_kernel::plugin! {
     after = [
@@ -229,5 +33,5 @@ dsh_kernel::plugin! {
     ],
     settings = LoopConfig,
     aliases = ["agent"],
-    start = apply,
+    start = plugin::apply,
 }
