@@ -1,9 +1,11 @@
-//! `dsh-persistence`: the session persistence seam of dsh — the [`SessionPersistence`] trait and
-//! its shared implementation [`Persistence`] over any [`StorageBackend`], the batching
-//! [`WriteCoordinator`], the checkpoint policy, cold-session crash repair
-//! ([`interrupted_turn_closers`]), the one session-header validator ([`validate_header`]),
-//! inspection (summaries, fork, import, export, [`verify_log`]) and the backend registry
-//! ([`PersistenceBackends`]). Storage backends are plugins that register a [`BackendFactory`].
+//! dsh-persistence: the session persistence seam of dsh and the plugin that wires it in.
+//!
+//! The crate holds the [`SessionPersistence`] trait and its shared implementation
+//! [`Persistence`] over any [`StorageBackend`], the batching [`WriteCoordinator`], the
+//! checkpoint policy, cold-session crash repair ([`interrupted_turn_closers`]), the one
+//! session-header validator ([`validate_header`]), inspection (summaries, fork, import, export,
+//! [`verify_log`]) and the backend registry ([`PersistenceBackends`]). Storage backends are
+//! plugins that register a [`BackendFactory`].
 //!
 //! Behaviour: `docs/persistence.md`.
 //!
@@ -30,16 +32,12 @@ mod coordinator;
 mod error;
 mod header;
 mod inspect;
+mod plugin;
 mod repair;
 mod seam;
 mod service;
 mod settings;
 mod verify;
-
-use std::sync::Arc;
-use std::time::Duration;
-
-use dsh_kernel::{BoxError, Context};
 
 pub use backends::{BackendConfig, BackendFactory, PersistenceBackends};
 pub use coordinator::{DEFAULT_WRITE_BATCH_MAX_DELAY_MS, WriteCoordinator};
@@ -49,6 +47,7 @@ pub use header::{
     normalize_header, parse_header_line, parse_header_value, validate_header,
 };
 pub use inspect::{SessionSummary, copy_sessions, summarize};
+pub use plugin::install;
 pub use repair::{
     NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN,
     interrupted_turn_closers,
@@ -61,71 +60,9 @@ pub use service::PersistenceService;
 pub use settings::{DEFAULT_BACKEND, NO_BACKEND, PersistenceSettings};
 pub use verify::{RawItem, RawLog, VerifyError, VerifyReport, restore_envelope, verify_log};
 
-/// Installs a host-given `backend` in `ctx` (no registry, no settings): provides
-/// `Arc<PersistenceService>` and the resume loader and registers the write-path listeners and
-/// checkpoint barriers (see [`PersistenceService`]). For tests and embedders; the binary uses the
-/// plugin.
-///
-/// # Errors
-/// Kernel registration failures.
-pub fn install(
-    ctx: &Context,
-    backend: SharedPersistence,
-    write_batch_max_delay: Duration,
-) -> std::result::Result<Arc<PersistenceService>, BoxError> {
-    let service = Arc::new(PersistenceService::with_backend(
-        backend,
-        write_batch_max_delay,
-    ));
-    service::wire(ctx, service.clone())?;
-    Ok(service)
-}
-
-/// Provides the backend registry and the (not yet resolved) service, which the backend plugins
-/// (started after this one) register their factories with; the host resolves it once boot is
-/// done (`PersistenceService::resolve`), else the first use does. The run facts
-/// fill in what the user left out: `ephemeral` turns persistence off, `dir` defaults to
-/// `<dsh_home>/sessions`, and a relative `dir` (or one starting with `~/`) is made absolute
-/// against `launch_dir` (or `$HOME`).
-fn start(ctx: &Context) -> std::result::Result<(), BoxError> {
-    let mut settings: PersistenceSettings = ctx.settings_section(env!("CARGO_PKG_NAME"))?;
-    let facts = ctx.settings();
-    if facts.fact_flag("ephemeral") {
-        settings.backend = Some(NO_BACKEND.to_owned());
-    }
-    settings.dir = match settings.dir.take() {
-        Some(dir) => Some(absolute_dir(dir, facts.fact_str("launch_dir"))),
-        None => facts
-            .fact_str("dsh_home")
-            .map(|h| std::path::Path::new(h).join("sessions")),
-    };
-    let backends = Arc::new(PersistenceBackends::new());
-    ctx.provide(backends.clone())?.detach();
-    let registry = ctx
-        .get::<dsh_session::EventTypeRegistry>()
-        .unwrap_or_else(dsh_session::EventTypeRegistry::shared_default);
-    let service = Arc::new(PersistenceService::from_settings(
-        settings, backends, registry,
-    ));
-    service::wire(ctx, service)?;
-    Ok(())
-}
-
-fn absolute_dir(dir: std::path::PathBuf, launch_dir: Option<&str>) -> std::path::PathBuf {
-    if let Ok(rest) = dir.strip_prefix("~")
-        && let Some(home) = std::env::var_os("HOME")
-    {
-        return std::path::Path::new(&home).join(rest);
-    }
-    match launch_dir {
-        Some(base) if dir.is_relative() => std::path::Path::new(base).join(dir),
-        _ => dir,
-    }
-}
-
 dsh_kernel::plugin! {
     after = [dsh_session::PLUGIN, dsh_llm::PLUGIN, dsh_tools::PLUGIN],
     settings = PersistenceSettings,
     aliases = ["persistence"],
-    start = start,
+    start = plugin::start,
 }
