@@ -325,6 +325,10 @@ pub fn new_plugin(root: &Path, name: &str, kind: Kind) -> Result<PathBuf> {
     if dir.exists() {
         bail!("{} already exists", dir.display());
     }
+    // Two packages with one name break every cargo command in the workspace.
+    if crate::arch::members(root)?.iter().any(|m| m.name == name) {
+        bail!("a workspace package is already named `{name}`: choose another name");
+    }
     for (rel, text) in files(name, kind) {
         let path = dir.join(&rel);
         if let Some(parent) = path.parent() {
@@ -346,6 +350,12 @@ pub fn parse_args(args: &[String]) -> Result<(String, Kind)> {
     for a in args {
         match a.as_str() {
             "--tool" => kind = Kind::Tool,
+            "-h" | "--help" => bail!(
+                "usage: cargo xtask new-plugin NAME [--tool]\n\nCreates plugins/NAME: a plugin \
+                 crate with typed settings that provides a service, or with --tool one that \
+                 registers a tool; both with tests and an example harness binary (the default \
+                 dsh plugins plus this one). See docs/plugin-authoring.md."
+            ),
             flag if flag.starts_with('-') => bail!("new-plugin: unknown flag `{flag}`"),
             n if name.is_none() => name = Some(n.to_owned()),
             extra => bail!("new-plugin: unexpected argument `{extra}`"),

@@ -60,8 +60,7 @@ pub struct AgentDefaults {
     /// The model id new agents use (e.g. `deepseek-v4-flash`).
     pub model: Option<String>,
     /// The output-token limit per request (tokens, at least 1).
-    #[schemars(range(min = 1))]
-    pub max_tokens: Option<u64>,
+    pub max_tokens: Option<std::num::NonZeroU64>,
 }
 
 dsh_kernel::plugin! {

@@ -49,7 +49,10 @@ pub struct ResumeAgentOptions {
 #[derive(Debug, thiserror::Error, dsh_kernel::ErrorCode)]
 pub enum RegistryError {
     /// No agent factory is registered (no loop linked). Code `NO_AGENT_FACTORY`.
-    #[error("no agent factory is registered (link dsh-agent-loop)")]
+    #[error(
+        "no agent factory is registered (the dsh-agent-loop plugin is disabled or not in this \
+         harness's plugin set)"
+    )]
     #[code("NO_AGENT_FACTORY")]
     NoFactory,
     /// An agent with this id is already live. Code `DUPLICATE_AGENT`.

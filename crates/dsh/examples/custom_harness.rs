@@ -1,6 +1,11 @@
 //! A minimal custom harness: the dsh command line over a plugin set of its own — the kernel's
-//! core seams, the agent loop, the DeepSeek/OpenAI-compatible provider and the filesystem tools,
-//! and nothing else (no shell, no search, no todo list, no persistence).
+//! core seams, the agent loop, the DeepSeek/OpenAI-compatible provider, the filesystem tools and
+//! the permission presets that guard them, and nothing else (no shell, no search, no todo list,
+//! no persistence: run `exec` with `--ephemeral`).
+//!
+//! Leave `dsh-permissions` out only knowingly: it is what enforces `--permission-mode`
+//! (`read-only` denies `write` and `edit`); without it every tool call runs, fenced only by the
+//! filesystem tools' workspace boundary.
 //!
 //! ```sh
 //! cargo run -p dsh --example custom_harness -- plugins
@@ -20,6 +25,7 @@ dsh_kernel::preset! {
         dsh_approval::PLUGIN,
         dsh_llm::PLUGIN,
         dsh_llm_deepseek::PLUGIN,
+        dsh_permissions::PLUGIN,
         dsh_session::PLUGIN,
         dsh_system_prompt::PLUGIN,
         dsh_tool_fs::PLUGIN,

@@ -66,10 +66,13 @@ impl Storage {
         if let Err(e) = kernel.boot_with(&config.plugins).await {
             tracing::warn!(error = %e, "some plugins failed to start; the session store does not need them");
         }
-        let service = kernel
-            .root()
-            .get::<PersistenceService>()
-            .ok_or_else(|| anyhow!("no session persistence plugin is running"))?;
+        let service = kernel.root().get::<PersistenceService>().ok_or_else(|| {
+            UsageError(
+                "this harness stores no sessions: no session persistence plugin is in its \
+                     plugin set (or it is disabled)"
+                    .into(),
+            )
+        })?;
         let types = kernel
             .root()
             .get::<EventTypeRegistry>()
@@ -105,9 +108,10 @@ impl Storage {
     /// failure.
     pub fn store(&self) -> Result<SharedPersistence> {
         self.service.backend().map_err(|e| match e {
-            PersistenceError::Disabled | PersistenceError::UnknownBackend { .. } => {
-                UsageError(format!("session store: {e}")).into()
+            PersistenceError::UnknownBackend { .. } => {
+                UsageError(format!("persistence.backend: {e}")).into()
             }
+            PersistenceError::Disabled => UsageError(format!("session store: {e}")).into(),
             other => anyhow!("opening the session store: {other} ({})", other.code()),
         })
     }
@@ -169,7 +173,7 @@ impl App {
         if let Some(persistence) = kernel.root().get::<PersistenceService>() {
             persistence
                 .resolve()
-                .map_err(|e| UsageError(format!("session persistence: {e}")))?;
+                .map_err(|e| UsageError(format!("persistence.backend: {e}")))?;
         }
         let mut config = config;
         if config.model_is_default
@@ -249,7 +253,7 @@ impl App {
                 ..CreateAgentOptions::default()
             })
             .await
-            .map_err(|e| anyhow!("creating the session: {e}"))
+            .map_err(|e| anyhow::Error::new(e).context("creating the session"))
     }
 
     /// The persistence seam's store, `None` when persistence is off (`--ephemeral`).
@@ -282,7 +286,7 @@ impl App {
                 owner: None,
             })
             .await
-            .map_err(|e| anyhow!("resuming session `{id}`: {e}"))
+            .map_err(|e| anyhow::Error::new(e).context(format!("resuming session `{id}`")))
     }
 
     /// Stored session headers, newest first.

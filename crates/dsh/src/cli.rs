@@ -113,6 +113,7 @@ fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings
 fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Result<()> {
     let mut all: Vec<&'static dsh_kernel::Plugin> = h.plugins.to_vec();
     all.sort_by_key(|p| p.id);
+    all.dedup_by_key(|p| p.id);
     let enabled = |p: &dsh_kernel::Plugin| config.plugins.iter().any(|q| q.id == p.id);
     if as_json {
         let list: Vec<serde_json::Value> = all
@@ -136,7 +137,8 @@ fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Resul
     for p in all {
         let mut line = format!("  {}", p.id);
         if let Some(s) = &p.settings {
-            let mut names: Vec<String> = s.aliases.iter().map(|a| format!("[{a}]")).collect();
+            let mut names = vec![format!("[plugins.{}]", p.id)];
+            names.extend(s.aliases.iter().map(|a| format!("[{a}]")));
             names.extend(s.top_level.iter().map(|k| (*k).to_owned()));
             if !names.is_empty() {
                 line.push_str(&format!("  settings: {}", names.join(" ")));
@@ -165,8 +167,16 @@ fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result
             .collect::<Vec<_>>()
             .join(" < ")
     ));
+    if !resolved.disabled.is_empty() {
+        text.push(format!(
+            "plugins.disable = {:?}    # {}",
+            resolved.disabled,
+            resolved.disabled_origin.as_deref().unwrap_or_default()
+        ));
+    }
     let mut all: Vec<&'static dsh_kernel::Plugin> = h.plugins.to_vec();
     all.sort_by_key(|p| p.id);
+    all.dedup_by_key(|p| p.id);
     for p in all {
         let Some(spec) = &p.settings else { continue };
         let mut entries = serde_json::Map::new();
@@ -223,6 +233,7 @@ fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result
             "dshHome": config.dsh_home,
             "layers": config.layers.iter().map(|l| l.origin.clone()).collect::<Vec<_>>(),
             "disabled": resolved.disabled,
+            "disabledOrigin": resolved.disabled_origin,
             "plugins": plugins,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -47,6 +47,8 @@ const USAGE_CODES: &[&str] = &[
     "PLUGIN_FAILED",
     // dsh-kernel: `plugins.disable` names a plugin outside the booted set.
     "UNKNOWN_PLUGIN",
+    // dsh-agent: no agent loop in the booted set (disabled, or not in the harness's preset).
+    "NO_AGENT_FACTORY",
     // dsh-permissions: `--permission-mode` / `permissions.mode` names no mode.
     "UNKNOWN_PERMISSION_MODE",
     // dsh-llm-retry: a configured retry policy is invalid.
@@ -205,7 +207,7 @@ mod tests {
         assert_eq!(for_error(&resume), 2);
         let registry = anyhow::Error::new(RegistryError::NoFactory);
         assert_eq!(code_of(&registry), Some("NO_AGENT_FACTORY"));
-        assert_eq!(for_error(&registry), 1);
+        assert_eq!(for_error(&registry), 2);
         let plain = anyhow::anyhow!("disk full");
         assert_eq!(code_of(&plain), None);
         assert_eq!(for_error(&plain), 1);

@@ -48,11 +48,16 @@ pub struct Harness {
 
 impl Harness {
     /// This harness plus `extra` plugins (e.g. the default binary plus one plugin crate of your
-    /// own: `dsh::presets::DEFAULT_HARNESS.extended(&[&my_plugin::PLUGIN])`). The combined list
+    /// own: `dsh::presets::DEFAULT_HARNESS.extended(&[&my_plugin::PLUGIN])`; a plugin already in
+    /// the set is not added twice). The combined list
     /// lives for the rest of the process (it is leaked once; call this once, in `main`).
     pub fn extended(&self, extra: &[&'static dsh_kernel::Plugin]) -> Harness {
         let mut plugins = self.plugins.to_vec();
-        plugins.extend_from_slice(extra);
+        for p in extra {
+            if !plugins.iter().any(|q| std::ptr::eq(*q, *p)) {
+                plugins.push(p);
+            }
+        }
         Harness {
             plugins: Box::leak(plugins.into_boxed_slice()),
             defaults: self.defaults,

@@ -121,7 +121,11 @@ fn read_layer(path: &Path) -> Result<Option<Layer>> {
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        anyhow!("{}: invalid TOML: {}", path.display(), e.message())
+        anyhow!(
+            "{}: invalid TOML: {}",
+            path.display(),
+            e.to_string().trim_end()
+        )
     })?;
     Ok(Some(Layer {
         origin: path.display().to_string(),
@@ -363,6 +367,36 @@ pub fn alias_names(set: &[&'static Plugin]) -> Vec<&'static str> {
     v
 }
 
+/// serde's wording in TOML terms: `u64` is "a non-negative integer", a map "a table", a
+/// sequence "an array".
+fn humanize(message: &str) -> String {
+    let mut m = message.to_owned();
+    for (from, to) in [
+        ("expected a nonzero u64", "expected a positive integer"),
+        ("expected a nonzero u32", "expected a positive integer"),
+        ("expected u64", "expected a non-negative integer"),
+        ("expected u32", "expected a non-negative integer"),
+        ("expected u16", "expected a non-negative integer"),
+        ("expected u8", "expected a non-negative integer"),
+        ("expected usize", "expected a non-negative integer"),
+        ("expected i64", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected a map", "expected a table"),
+        ("expected a sequence", "expected an array"),
+        ("invalid type: map", "invalid type: table"),
+        ("invalid type: sequence", "invalid type: array"),
+    ] {
+        m = m.replace(from, to);
+    }
+    if let Some(i) = m.find("expected struct ") {
+        m.truncate(i);
+        m.push_str("expected a table");
+    }
+    m
+}
+
 /// Checks one fragment against its plugin's settings type; the message names the origin, the
 /// key as the user wrote it and serde's reason (the unknown field or the expected type).
 fn check(origin: &str, f: &Fragment) -> Result<()> {
@@ -391,10 +425,11 @@ fn check(origin: &str, f: &Fragment) -> Result<()> {
     {
         push(field);
     }
+    let message = humanize(&e.message);
     if key.is_empty() {
-        bail!("{origin}: {}", e.message);
+        bail!("{origin}: {message}");
     }
-    bail!("{origin}: {key}: {}", e.message)
+    bail!("{origin}: {key}: {message}")
 }
 
 fn merge_json(into: &mut Value, from: &Value, path: &str, origin: &str, origins: &mut Origins) {
@@ -539,6 +574,16 @@ pub fn load(
             resolved.disabled_origin.as_deref().unwrap_or("settings")
         )
     })?;
+    // Two different plugins with one id (or an ordering cycle) are a harness error every
+    // command reports, not only the ones that boot.
+    dsh_kernel::plugin_order(&plugins).map_err(|e| anyhow!("the harness's plugin set: {e}"))?;
+    let plugins = {
+        let mut seen = std::collections::BTreeSet::new();
+        plugins
+            .into_iter()
+            .filter(|p| seen.insert(p.id))
+            .collect::<Vec<_>>()
+    };
     let agent = "dsh-agent";
     let provider = get_str(&resolved, agent, "provider").unwrap_or_default();
     let model = get_str(&resolved, agent, "model").unwrap_or_default();

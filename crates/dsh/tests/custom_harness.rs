@@ -50,6 +50,7 @@ fn the_custom_harness_boots_exactly_its_preset() {
             "dsh-approval",
             "dsh-llm",
             "dsh-llm-deepseek",
+            "dsh-permissions",
             "dsh-session",
             "dsh-system-prompt",
             "dsh-tool-fs",
@@ -82,4 +83,59 @@ fn the_custom_harness_runs_a_turn_against_the_replay_provider() {
     );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn the_custom_harness_enforces_read_only() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let target = home.path().join("x.txt");
+    let call = ScriptResponse {
+        tool_calls: Some(vec![(
+            "write".to_owned(),
+            serde_json::Value::String(
+                serde_json::json!({"file_path": target, "content": "pwned"}).to_string(),
+            ),
+        )]),
+        ..ScriptResponse::default()
+    };
+    let server = rt
+        .block_on(ReplayServer::with_responses(vec![
+            call,
+            ScriptResponse::text("could not write"),
+        ]))
+        .unwrap();
+    let out = harness(home.path())
+        .env("DEEPSEEK_BASE_URL", server.base_url())
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .args([
+            "--permission-mode",
+            "read-only",
+            "exec",
+            "--ephemeral",
+            "write x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!target.exists(), "read-only let a write through");
+    let bodies = server.chat_bodies();
+    let tool = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .contains("denied by permission preset read-only"),
+        "{tool}"
+    );
 }

@@ -856,14 +856,14 @@ fn an_unknown_backend_setting_is_a_usage_error_naming_the_registered_ones() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "error: session store: unknown session persistence backend `postgres` (registered: \
+        "error: persistence.backend: unknown session persistence backend `postgres` (registered: \
          jsonl, sqlite)\n"
     );
     let o = h.run(&["-c", "persistence.backend=postgres", "exec", "hello"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "error: session persistence: unknown session persistence backend `postgres` \
+        "error: persistence.backend: unknown session persistence backend `postgres` \
          (registered: jsonl, sqlite)\n"
     );
 }

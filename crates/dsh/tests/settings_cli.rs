@@ -237,7 +237,7 @@ fn a_wrong_type_names_the_file_the_key_and_the_expected_type() {
     assert_eq!(
         stderr(&out),
         format!(
-            "error: {}: agent.max_parallel_tool_calls: invalid type: string \"many\", expected usize\n",
+            "error: {}: agent.max_parallel_tool_calls: invalid type: string \"many\", expected a non-negative integer\n",
             file.display()
         )
     );
@@ -249,7 +249,23 @@ fn a_wrong_type_names_the_file_the_key_and_the_expected_type() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "error: -c flags: plugins.dsh-llm-retry.max_retries: invalid value: integer `-1`, expected u64\n"
+        "error: -c flags: plugins.dsh-llm-retry.max_retries: invalid value: integer `-1`, expected a non-negative integer\n"
+    );
+    let out = dsh(dir.path(), &["-c", "max_tokens=0", "config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: -c flags: max_tokens: invalid value: integer `0`, expected a positive integer\n"
+    );
+    write_project_settings(dir.path(), "[providers]\nlocal = \"x\"\n");
+    let out = dsh(dir.path(), &["config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {}: providers.local: invalid type: string \"x\", expected a table\n",
+            dir.path().join(".dsh/settings.toml").display()
+        )
     );
 }
 
