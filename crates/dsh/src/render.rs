@@ -53,16 +53,18 @@ pub fn attach(
     Ok((reg, mid))
 }
 
-fn summarize(name: &str, args: &str) -> String {
+/// The argument fields a one-line summary of a tool call shows, first present wins: whatever
+/// the tool, its command, file path, pattern, path, URL or query says most about the call.
+const SUMMARY_FIELDS: &[&str] = &["command", "file_path", "pattern", "path", "url", "query"];
+
+/// One line (at most 120 characters) summarizing a tool call's JSON arguments: the first string
+/// field of [`SUMMARY_FIELDS`], else the raw arguments; newlines shown as ` ⏎ `.
+pub(crate) fn summarize_args(args: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(args).unwrap_or(serde_json::Value::Null);
-    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
-    let s = match name {
-        "bash" => field("command"),
-        "read" | "write" | "edit" => field("file_path"),
-        "grep" | "glob" => field("pattern"),
-        _ => None,
-    }
-    .unwrap_or_else(|| args.to_owned());
+    let s = SUMMARY_FIELDS
+        .iter()
+        .find_map(|k| v.get(*k).and_then(|x| x.as_str()))
+        .unwrap_or(args);
     let one_line: String = s.replace('\n', " ⏎ ");
     if one_line.chars().count() > 120 {
         let cut: String = one_line.chars().take(117).collect();
@@ -109,7 +111,7 @@ fn render_text(st: &mut State, event: &SessionEvent) {
                 st.mid_line = false;
             }
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "• {} {}", c.name, summarize(&c.name, &c.arguments));
+            let _ = writeln!(err, "• {} {}", c.name, summarize_args(&c.arguments));
         }
         EventData::ToolResult(r)
             if r.message.content.iter().any(|b| {

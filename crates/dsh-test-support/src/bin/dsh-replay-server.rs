@@ -10,6 +10,25 @@ use dsh_test_support::{ReplayOptions, ReplayServer, Script};
 
 const USAGE: &str = "usage: dsh-replay-server SCRIPT.json [--port N] [--stateless] [--log FILE]";
 
+const HELP: &str =
+    "Serves a scripted OpenAI/DeepSeek-compatible chat-completions endpoint on 127.0.0.1 \
+and prints its base URL (http://127.0.0.1:PORT) as the first stdout line; point dsh at it with \
+DEEPSEEK_BASE_URL=<that URL> and any DEEPSEEK_API_KEY. Each request gets the next scripted response.
+
+SCRIPT.json is an array of responses (or {\"responses\": [...]}), each one of:
+  {\"text\": \"the answer\"}                               a streamed text answer
+  {\"tool_calls\": [[\"read\", {\"file_path\": \"a.txt\"}]]}   tool calls (name, arguments)
+  {\"reasoning\": \"...\", \"text\": \"...\"}                    with reasoning first
+  {\"text\": \"cut\", \"finish\": \"length\"}                    a finish reason
+  {\"status\": 429, \"body\": {...}, \"headers\": {...}}         a plain HTTP error
+  {\"sse\": \"data: ...\\n\\n\"}                               raw SSE frames
+and may add \"delay_ms\" (per frame) or \"disconnect_after\" (frames).
+
+  --port N      listen on port N (default: any free port)
+  --stateless   pick the response by the number of assistant messages in the request, so every
+                fresh session replays the same script
+  --log FILE    append every recorded request to FILE, one JSON line each";
+
 fn parse_args() -> Result<(PathBuf, ReplayOptions), String> {
     let mut args = std::env::args().skip(1);
     let mut script = None;
@@ -22,7 +41,10 @@ fn parse_args() -> Result<(PathBuf, ReplayOptions), String> {
             }
             "--stateless" => opts.stateless = true,
             "--log" => opts.log = Some(PathBuf::from(args.next().ok_or("--log needs a value")?)),
-            "-h" | "--help" => return Err(USAGE.to_owned()),
+            "-h" | "--help" => {
+                let _ = writeln!(std::io::stdout(), "{USAGE}\n\n{HELP}");
+                std::process::exit(0);
+            }
             s if s.starts_with("--") => return Err(format!("unknown flag {s}\n{USAGE}")),
             s => {
                 if script.replace(PathBuf::from(s)).is_some() {

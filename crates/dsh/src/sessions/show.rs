@@ -8,7 +8,6 @@ use anyhow::Result;
 use dsh_llm::{ContentBlock, MessageSource};
 use dsh_persistence::SessionHeader;
 use dsh_session::{EventData, SessionEvent};
-use serde_json::Value;
 
 use super::fmt::{clip, fmt_utc};
 use super::{emit, storage_error};
@@ -31,20 +30,6 @@ pub(super) fn run(storage: &Storage, id: &str, json: bool) -> Result<i32> {
         emit(&transcript(&loaded.header, &loaded.events));
     }
     Ok(0)
-}
-
-/// One-line summary of a tool call's arguments (the command, path or pattern when known).
-fn summarize_args(name: &str, args: &str) -> String {
-    let v: Value = serde_json::from_str(args).unwrap_or(Value::Null);
-    let field = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    let s = match name {
-        "bash" => field("command"),
-        "read" | "write" | "edit" => field("file_path"),
-        "grep" | "glob" => field("pattern"),
-        _ => None,
-    }
-    .unwrap_or_else(|| args.to_owned());
-    clip(&s.replace('\n', " ⏎ "), 120)
 }
 
 fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
@@ -87,7 +72,7 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
                     out,
                     "• {} {}",
                     c.name,
-                    summarize_args(&c.name, &c.arguments)
+                    crate::render::summarize_args(&c.arguments)
                 );
             }
             EventData::ToolResult(r) => {
@@ -139,14 +124,14 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn args_summary() {
+        use crate::render::summarize_args;
+        assert_eq!(summarize_args(r#"{"command":"ls\n-la"}"#), "ls ⏎ -la");
         assert_eq!(
-            summarize_args("bash", r#"{"command":"ls\n-la"}"#),
-            "ls ⏎ -la"
+            summarize_args(r#"{"path":"src","pattern":"fn main"}"#),
+            "fn main"
         );
-        assert_eq!(summarize_args("other", r#"{"a":1}"#), r#"{"a":1}"#);
+        assert_eq!(summarize_args(r#"{"a":1}"#), r#"{"a":1}"#);
     }
 }
