@@ -63,6 +63,38 @@ impl AgentLoop {
         Ok(())
     }
 
+    /// The agent over `session`: its runner, its `AgentInfo` in `agent_ctx`, registered and
+    /// announced (`agent/created`, `agent/session-start` with `source`).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one agent, each used once"
+    )]
+    fn assemble(
+        &self,
+        key: ScopeKey,
+        agent_ctx: Context,
+        session: Arc<dsh_session::Session>,
+        inbox: Inbox,
+        options: dsh_agent::AgentOptions,
+        owner: Option<Agent>,
+        source: SessionStartSource,
+    ) -> Result<Agent, BoxError> {
+        let runner = Runner::new(
+            self.ctx.clone(),
+            self.config.clone(),
+            self.render_cache.clone(),
+        );
+        agent_ctx
+            .provide(Arc::new(AgentInfo {
+                id: session.id().to_owned(),
+                cwd: session.header().cwd.clone(),
+            }))?
+            .detach();
+        let agent = Agent::new(key, agent_ctx, session, inbox, options, Arc::new(runner));
+        self.publish(&agent, owner, source)?;
+        Ok(agent)
+    }
+
     fn store(&self) -> Result<Arc<SessionStore>, LoopError> {
         self.ctx
             .get::<SessionStore>()
@@ -94,27 +126,16 @@ impl AgentLoop {
                 owner: Some(key.clone()),
             },
         )?;
-        let runner = Runner::new(
-            self.ctx.clone(),
-            self.config.clone(),
-            self.render_cache.clone(),
-        );
-        agent_ctx
-            .provide(Arc::new(AgentInfo {
-                id: session.id().to_owned(),
-                cwd: session.header().cwd.clone(),
-            }))?
-            .detach();
-        let agent = Agent::new(
+        let inbox = Inbox::new(session.clone());
+        self.assemble(
             key,
             agent_ctx,
-            session.clone(),
-            Inbox::new(session),
+            session,
+            inbox,
             opts.options,
-            Arc::new(runner),
-        );
-        self.publish(&agent, opts.owner, SessionStartSource::Startup)?;
-        Ok(agent)
+            opts.owner,
+            SessionStartSource::Startup,
+        )
     }
 
     /// Resumes a persisted agent (see [`AgentFactory::resume`]).
@@ -135,27 +156,16 @@ impl AgentLoop {
         let session = self
             .store()?
             .restore(loaded.events, loaded.header, Some(key.clone()))?;
-        let runner = Runner::new(
-            self.ctx.clone(),
-            self.config.clone(),
-            self.render_cache.clone(),
-        );
-        agent_ctx
-            .provide(Arc::new(AgentInfo {
-                id: session.id().to_owned(),
-                cwd: session.header().cwd.clone(),
-            }))?
-            .detach();
-        let agent = Agent::new(
+        let inbox = Inbox::restore(session.clone());
+        self.assemble(
             key,
             agent_ctx,
-            session.clone(),
-            Inbox::restore(session),
+            session,
+            inbox,
             opts.options,
-            Arc::new(runner),
-        );
-        self.publish(&agent, opts.owner, SessionStartSource::Resume)?;
-        Ok(agent)
+            opts.owner,
+            SessionStartSource::Resume,
+        )
     }
 }
 

@@ -57,12 +57,7 @@ impl Storage {
     /// # Errors
     /// No persistence seam linked or started.
     pub async fn open(config: &Config) -> Result<Self> {
-        let kernel = Kernel::new();
-        kernel
-            .root()
-            .provide(Arc::new(config.kernel_settings()))
-            .map_err(|e| anyhow!("{e}"))?
-            .detach();
+        let kernel = kernel_for(config)?;
         if let Err(e) = kernel.boot_with(&config.plugins).await {
             tracing::warn!(error = %e, "some plugins failed to start; the session store does not need them");
         }
@@ -138,6 +133,17 @@ impl Storage {
     }
 }
 
+/// A kernel whose root scope holds the settings of `config` (nothing booted yet).
+fn kernel_for(config: &Config) -> Result<Kernel> {
+    let kernel = Kernel::new();
+    kernel
+        .root()
+        .provide(Arc::new(config.kernel_settings()))
+        .map_err(|e| anyhow!("{e}"))?
+        .detach();
+    Ok(kernel)
+}
+
 /// A core service is missing after boot: the plugin that provides it was disabled or is not in
 /// the harness's preset (a configuration error, exit 2).
 fn missing_core(e: &dsh_kernel::KernelError, plugin: &str) -> anyhow::Error {
@@ -158,12 +164,7 @@ impl App {
     pub async fn boot(config: Config) -> Result<Self> {
         // reqwest (rustls without a default provider) needs one installed before any client.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let kernel = Kernel::new();
-        kernel
-            .root()
-            .provide(Arc::new(config.kernel_settings()))
-            .map_err(|e| anyhow!("{e}"))?
-            .detach();
+        let kernel = kernel_for(&config)?;
         if let Err(e) = kernel.boot_with(&config.plugins).await {
             // Plugins fail to start on configuration they cannot use (a provider without a
             // base_url, an invalid section): a configuration error, exit 2.
