@@ -919,3 +919,14 @@ fn verify_locates_a_bad_event_inside_a_fork_seed() {
     assert!(!errors.is_empty(), "{v}");
     assert_eq!(errors[0]["line"], json!(9), "{v}");
 }
+
+#[test]
+fn verify_of_a_missing_file_that_is_no_stored_id_is_a_usage_error() {
+    let h = Home::new();
+    let o = h.run(&["sessions", "verify", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: nosuch: no such file, and no stored session has that id (see `dsh sessions list`)\n"
+    );
+}

@@ -12,7 +12,7 @@ use dsh_persistence::{PersistenceError, RawItem, RawLog, VerifyError, VerifyRepo
 use serde_json::{Value, json};
 
 use super::emit;
-use crate::app::Storage;
+use crate::app::{Storage, UsageError};
 
 /// Runs `verify`: exit 0 only when every report is clean.
 pub(super) fn run(storage: &Storage, path: &Path, json: bool) -> Result<i32> {
@@ -47,6 +47,13 @@ pub(super) fn reports(storage: &Storage, path: &Path) -> Result<Vec<VerifyReport
             .verify_stored(id, storage.types())
             .map_err(|e| super::storage_error(id, e))?;
         return Ok(vec![report]);
+    }
+    if !path.exists() {
+        return Err(UsageError(format!(
+            "{}: no such file, and no stored session has that id (see `dsh sessions list`)",
+            path.display()
+        ))
+        .into());
     }
     Ok(read(storage, path)?
         .into_iter()
