@@ -7,7 +7,7 @@ use crate::{Status, Todo, TodoError};
 /// Validates and canonicalises a model list (see the crate docs).
 ///
 /// # Errors
-/// [`TodoError::Invalid`] with `invalid todo: \`content\` must be a non-empty string`,
+/// [`TodoError::Invalid`] with ``invalid todo: `content` must be a non-empty string``,
 /// `invalid todos: duplicate content "<c>"` or
 /// `invalid todos: at most one task may be in_progress (got <n>)`.
 pub fn validate(raw: &[Todo], allow_parallel: bool) -> Result<Vec<TodoItem>, TodoError> {
