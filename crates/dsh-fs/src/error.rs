@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// A filesystem failure with a stable machine-routable [`FsError::code`].
+/// A filesystem failure with a stable machine-routable [`code`](dsh_kernel::ErrorCode::code).
 ///
 /// Messages are model-facing: they name the display path and, for the guarded-mutation
 /// codes, the only correct recovery ("read the file, then retry").

@@ -28,7 +28,7 @@ impl ErrorInfo {
     }
 }
 
-/// Everything dsh-tools can refuse. Each variant has a stable [`ToolsError::code`] and an
+/// Everything dsh-tools can refuse. Each variant has a stable [`code`](dsh_kernel::ErrorCode::code) and an
 /// upstream class name ([`ToolsError::name`]) used for `error.info` in tool results.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, dsh_kernel::ErrorCode)]
 #[non_exhaustive]
