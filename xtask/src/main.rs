@@ -62,11 +62,15 @@ fn real_main() -> Result<()> {
         }
         Some("bench") => bench(&root, &args[1..]),
         Some("new-plugin") => {
-            let (name, kind) = scaffold::parse_args(&args[1..])?;
+            let Some((name, kind)) = scaffold::parse_args(&args[1..])? else {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stdout(), "{}", scaffold::HELP);
+                return Ok(());
+            };
             let dir = scaffold::new_plugin(&root, &name, kind)?;
             eprintln!(
-                "created {} (a {} plugin). Next: `cargo test -p {name}`; link it into the default \
-                 binary with one line in crates/dsh/src/presets.rs (see docs/plugin-authoring.md)",
+                "created {} (a {} plugin). Next: `cargo test -p {name}`; to link it into the \
+                 default binary see docs/plugin-authoring.md, step 4",
                 dir.display(),
                 if kind == scaffold::Kind::Tool {
                     "tool"

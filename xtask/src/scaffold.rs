@@ -53,9 +53,81 @@ fn check_name(name: &str) -> Result<()> {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-');
+        && !name.ends_with('-')
+        && !name.contains("--");
     if !ok {
-        bail!("plugin name `{name}`: use lowercase letters, digits and `-` (e.g. dsh-tool-echo)");
+        bail!(
+            "plugin name `{name}`: start with a lowercase letter, then lowercase letters, digits \
+             and single `-` between words, not at the end (e.g. dsh-tool-echo)"
+        );
+    }
+    // Names that clash with Rust itself: keywords, the standard crates, the test harness.
+    const RESERVED: &[&str] = &[
+        "self",
+        "super",
+        "crate",
+        "core",
+        "std",
+        "alloc",
+        "test",
+        "proc-macro",
+        "as",
+        "async",
+        "await",
+        "break",
+        "const",
+        "continue",
+        "dyn",
+        "else",
+        "enum",
+        "extern",
+        "false",
+        "fn",
+        "for",
+        "if",
+        "impl",
+        "in",
+        "let",
+        "loop",
+        "match",
+        "mod",
+        "move",
+        "mut",
+        "pub",
+        "ref",
+        "return",
+        "static",
+        "struct",
+        "trait",
+        "true",
+        "type",
+        "unsafe",
+        "use",
+        "where",
+        "while",
+        "abstract",
+        "become",
+        "box",
+        "do",
+        "final",
+        "macro",
+        "override",
+        "priv",
+        "try",
+        "typeof",
+        "unsized",
+        "virtual",
+        "yield",
+        "gen",
+    ];
+    if RESERVED.contains(&name) || RESERVED.contains(&tool_name(name).as_str()) {
+        bail!("plugin name `{name}`: it clashes with a Rust keyword or standard crate");
+    }
+    if tool_name(name).is_empty() || tool_name(name).len() > 64 {
+        bail!(
+            "plugin name `{name}`: its tool name `{}` must be 1 to 64 characters",
+            tool_name(name)
+        );
     }
     Ok(())
 }
@@ -149,7 +221,7 @@ use dsh_kernel::{{BoxError, Context}};
 /// Settings of this plugin (`[plugins.{name}]` in a settings file, or `-c plugins.{name}.KEY=V`).
 #[derive(Debug, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
-pub struct Settings {{
+pub struct Config {{
     /// Who to greet (default `world`).
     pub name: Option<String>,
 }}
@@ -158,7 +230,7 @@ pub struct Settings {{
 #[derive(Debug)]
 pub struct Greeter {{
     /// The settings it was started with.
-    pub settings: Settings,
+    pub settings: Config,
 }}
 
 impl Greeter {{
@@ -170,13 +242,13 @@ impl Greeter {{
 
 /// Phase 1: provide this plugin's own service.
 fn register(ctx: &Context) -> Result<(), BoxError> {{
-    let settings: Settings = ctx.settings_section(PLUGIN.id)?;
+    let settings: Config = ctx.settings_section(PLUGIN.id)?;
     ctx.provide(Arc::new(Greeter {{ settings }}))?.detach();
     Ok(())
 }}
 
 dsh_kernel::plugin! {{
-    settings = Settings,
+    settings = Config,
     register = register,
 }}
 "#
@@ -340,29 +412,32 @@ pub fn new_plugin(root: &Path, name: &str, kind: Kind) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Parses `new-plugin` arguments: `NAME [--tool]`.
+/// The `new-plugin --help` text.
+pub const HELP: &str = "usage: cargo xtask new-plugin NAME [--tool]
+
+Creates plugins/NAME: a plugin crate with typed settings that provides a service, or with --tool
+one that registers a tool; both with tests and an example harness binary (the default dsh
+plugins plus this one). NAME is a new package name: lowercase letters, digits and single `-`
+(e.g. dsh-tool-echo; the tool is then `echo`). See docs/plugin-authoring.md.";
+
+/// Parses `new-plugin` arguments: `NAME [--tool]`; `None` for `--help`.
 ///
 /// # Errors
 /// No name, or an unknown flag.
-pub fn parse_args(args: &[String]) -> Result<(String, Kind)> {
+pub fn parse_args(args: &[String]) -> Result<Option<(String, Kind)>> {
     let mut name = None;
     let mut kind = Kind::Plain;
     for a in args {
         match a.as_str() {
             "--tool" => kind = Kind::Tool,
-            "-h" | "--help" => bail!(
-                "usage: cargo xtask new-plugin NAME [--tool]\n\nCreates plugins/NAME: a plugin \
-                 crate with typed settings that provides a service, or with --tool one that \
-                 registers a tool; both with tests and an example harness binary (the default \
-                 dsh plugins plus this one). See docs/plugin-authoring.md."
-            ),
+            "-h" | "--help" => return Ok(None),
             flag if flag.starts_with('-') => bail!("new-plugin: unknown flag `{flag}`"),
             n if name.is_none() => name = Some(n.to_owned()),
             extra => bail!("new-plugin: unexpected argument `{extra}`"),
         }
     }
     let name = name.context("usage: cargo xtask new-plugin NAME [--tool]")?;
-    Ok((name, kind))
+    Ok(Some((name, kind)))
 }
 
 #[cfg(test)]
@@ -379,6 +454,12 @@ mod tests {
         assert!(check_name("Dsh").is_err());
         assert!(check_name("a_b").is_err());
         assert!(check_name("x-").is_err());
+        assert!(check_name("self").is_err());
+        assert!(check_name("core").is_err());
+        assert!(check_name("dsh-tool-").is_err());
+        assert!(check_name("dsh--x").is_err());
+        assert!(check_name(&format!("dsh-tool-{}", "a".repeat(65))).is_err());
+        assert!(check_name(&format!("dsh-tool-{}", "a".repeat(64))).is_ok());
     }
 
     #[test]

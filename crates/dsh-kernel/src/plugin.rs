@@ -104,8 +104,10 @@ pub mod __private {
 /// `serde::Deserialize` and `schemars::JsonSchema`; by convention `#[serde(default,
 /// deny_unknown_fields)]` with snake_case keys), `aliases` (user-facing TOML sections routed to
 /// this plugin's section, e.g. `["persistence"]`), `top_level` (top-level settings keys this
-/// plugin also reads under the same name, e.g. `["permission_mode"]`), `register` (phase 1) and
-/// `start` (phase 2).
+/// plugin owns under the same name, e.g. `["permission_mode"]`), `observes` (top-level keys it
+/// also reads but does not enforce: a key only observed is unknown to the loader), `restricted`
+/// (keys of its section a project's settings file may not set, dotted, `*` for any one segment,
+/// e.g. `["*.base_url", "*.api_key_env"]`), `register` (phase 1) and `start` (phase 2).
 ///
 /// ```
 /// use dsh_kernel::{BoxError, Context};
@@ -141,6 +143,8 @@ macro_rules! plugin {
         $(settings = $settings:ty,)?
         $(aliases = [$($alias:expr),* $(,)?],)?
         $(top_level = [$($key:expr),* $(,)?],)?
+        $(observes = [$($obs:expr),* $(,)?],)?
+        $(restricted = [$($res:expr),* $(,)?],)?
         $(register = $register:expr,)?
         $(start = $start:expr,)?
         $(,)?
@@ -150,7 +154,8 @@ macro_rules! plugin {
             id: $crate::plugin!(@id $($id)?),
             after: &[$($(&$a),*)?],
             before: &[$($(&$b),*)?],
-            settings: $crate::plugin!(@settings [$($settings)?] [$($($alias),*)?] [$($($key),*)?]),
+            settings: $crate::plugin!(@settings [$($settings)?] [$($($alias),*)?] [$($($key),*)?]
+                [$($($obs),*)?] [$($($res),*)?]),
             register: $crate::plugin!(@hook $($register)?),
             start: $crate::plugin!(@hook $($start)?),
         };
@@ -159,7 +164,8 @@ macro_rules! plugin {
     (@parse $($rest:tt)*) => {
         compile_error!(concat!(
             "dsh_kernel::plugin!: expected the fields `id`, `after`, `before`, `settings`, ",
-            "`aliases`, `top_level`, `register`, `start` (each optional, in this order), got: ",
+            "`aliases`, `top_level`, `observes`, `restricted`, `register`, `start` (each ",
+            "optional, in this order), got: ",
             stringify!($($rest)*)
         ));
     };
@@ -167,11 +173,15 @@ macro_rules! plugin {
     (@id $id:expr) => { $id };
     (@hook) => { None };
     (@hook $f:expr) => { Some($f) };
-    (@settings [] [$($alias:expr),*] [$($key:expr),*]) => { None };
-    (@settings [$t:ty] [$($alias:expr),*] [$($key:expr),*]) => {
+    (@settings [] [$($alias:expr),*] [$($key:expr),*] [$($obs:expr),*] [$($res:expr),*]) => {
+        None
+    };
+    (@settings [$t:ty] [$($alias:expr),*] [$($key:expr),*] [$($obs:expr),*] [$($res:expr),*]) => {
         Some($crate::SettingsSpec {
             aliases: &[$($alias),*],
             top_level: &[$($key),*],
+            observes: &[$($obs),*],
+            restricted: &[$($res),*],
             schema: $crate::__private::schema_of::<$t>,
             check: $crate::__private::check_as::<$t>,
         })

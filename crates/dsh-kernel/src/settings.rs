@@ -29,6 +29,14 @@ pub struct SettingsSpec {
     /// Top-level settings keys (e.g. `"permission_mode"`) this plugin also reads under the
     /// same name in its section.
     pub top_level: &'static [&'static str],
+    /// Top-level keys this plugin reads but does not enforce (e.g. a tool plugin that widens its
+    /// fence under `permission_mode = "danger-full-access"`): routed to it when set, but a key
+    /// no plugin owns through `top_level` stays unknown.
+    pub observes: &'static [&'static str],
+    /// Keys of this plugin's section (dotted, `*` matching any one segment) that only the
+    /// user's own layers may set, never a project's settings file: credentials routing
+    /// (`*.base_url`, `*.api_key_env`), permission widening.
+    pub restricted: &'static [&'static str],
     /// The JSON Schema of the settings type.
     pub schema: fn() -> serde_json::Value,
     /// Deserializes a section into the settings type, reporting the failing path.
@@ -57,6 +65,18 @@ pub struct SettingsCheckError {
     pub path: String,
     /// serde's message, naming the unknown field or the expected type.
     pub message: String,
+}
+
+impl SettingsSpec {
+    /// Whether the dotted `key` of this plugin's section matches a [`SettingsSpec::restricted`]
+    /// pattern (a pattern also covers everything below the key it names).
+    pub fn is_restricted(&self, key: &str) -> bool {
+        let parts: Vec<&str> = key.split('.').collect();
+        self.restricted.iter().any(|pat| {
+            let pat: Vec<&str> = pat.split('.').collect();
+            pat.len() <= parts.len() && pat.iter().zip(&parts).all(|(p, k)| *p == "*" || p == k)
+        })
+    }
 }
 
 /// An immutable snapshot of configuration sections, keyed by section name (the plugin id, e.g.

@@ -64,5 +64,6 @@ dsh_kernel::plugin! {
     after = [dsh_session::PLUGIN, dsh_llm::PLUGIN, dsh_tools::PLUGIN],
     settings = PersistenceSettings,
     aliases = ["persistence"],
+    restricted = ["dir"],
     start = plugin::start,
 }

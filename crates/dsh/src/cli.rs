@@ -110,6 +110,19 @@ fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings
     .map_err(|e| app::UsageError(format!("{e:#}")).into())
 }
 
+/// Writes `text` and a newline to stdout. A closed pipe (`dsh config | head -1`) ends the output
+/// quietly; any other write failure is an error.
+fn out(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing to stdout"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Result<()> {
     let mut all: Vec<&'static dsh_kernel::Plugin> = h.plugins.to_vec();
     all.sort_by_key(|p| p.id);
@@ -126,14 +139,17 @@ fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Resul
                     "after": p.after.iter().map(|a| a.id).collect::<Vec<_>>(),
                     "aliases": spec.map(|s| s.aliases.to_vec()).unwrap_or_default(),
                     "topLevel": spec.map(|s| s.top_level.to_vec()).unwrap_or_default(),
-                    "settingsSchema": p.settings_schema(),
+                    "observes": spec.map(|s| s.observes.to_vec()).unwrap_or_default(),
+                    "restricted": spec.map(|s| s.restricted.to_vec()).unwrap_or_default(),
+                    // `null`: the plugin takes no settings (any key for it is an error).
+                    "settingsSchema": spec.map(|s| (s.schema)()),
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        out(&serde_json::to_string_pretty(&list)?)?;
         return Ok(());
     }
-    println!("dsh {}", env!("CARGO_PKG_VERSION"));
+    let mut text = vec![format!("dsh {}", env!("CARGO_PKG_VERSION"))];
     for p in all {
         let mut line = format!("  {}", p.id);
         if let Some(s) = &p.settings {
@@ -147,9 +163,9 @@ fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Resul
         if !enabled(p) {
             line.push_str("  (disabled)");
         }
-        println!("{line}");
+        text.push(line);
     }
-    Ok(())
+    out(&text.join("\n"))
 }
 
 fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result<()> {
@@ -236,9 +252,9 @@ fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result
             "disabledOrigin": resolved.disabled_origin,
             "plugins": plugins,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        self::out(&serde_json::to_string_pretty(&out)?)?;
     } else {
-        println!("{}", text.join("\n"));
+        self::out(&text.join("\n"))?;
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! also what links its crate; the test below pins the exact id set.
 //!
 //! Adding a capability to the default binary (a tool family, a provider, a persistence backend)
-//! is one line in [`DEFAULT`] plus the crate in `Cargo.toml`.
+//! is one line in [`DEFAULT`], the crate in `Cargo.toml`, and its id in the two pinned lists (the
+//! test below and `tests/preset.rs`).
 
 use crate::Harness;
 

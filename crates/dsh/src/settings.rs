@@ -26,6 +26,10 @@ pub struct Layer {
     pub origin: String,
     /// The parsed table.
     pub table: toml::Table,
+    /// A project's own settings file (`<project>/.dsh/settings.toml`): it may not set the keys
+    /// plugins declare `restricted` (where credentials go, permission widening), since the
+    /// project may be someone else's repository.
+    pub project: bool,
 }
 
 /// The settings of one run, resolved over every layer.
@@ -130,6 +134,7 @@ fn read_layer(path: &Path) -> Result<Option<Layer>> {
     Ok(Some(Layer {
         origin: path.display().to_string(),
         table,
+        project: false,
     }))
 }
 
@@ -170,6 +175,7 @@ pub fn flag_layer(pairs: &[String]) -> Result<Layer> {
     Ok(Layer {
         origin: "-c flags".to_owned(),
         table,
+        project: false,
     })
 }
 
@@ -187,6 +193,50 @@ fn spec_of(p: &Plugin) -> Option<&SettingsSpec> {
 
 fn toml_to_json(v: &toml::Value) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// The first non-finite float (`nan`, `inf`) in `table`, as a dotted key: JSON has no such
+/// number, so it would silently become "unset".
+fn non_finite(table: &toml::Table) -> Option<String> {
+    fn walk(v: &toml::Value, path: &str) -> Option<String> {
+        match v {
+            toml::Value::Float(f) if !f.is_finite() => Some(path.to_owned()),
+            toml::Value::Table(t) => t.iter().find_map(|(k, x)| {
+                walk(
+                    x,
+                    &if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    },
+                )
+            }),
+            toml::Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .find_map(|(i, x)| walk(x, &format!("{path}[{i}]"))),
+            _ => None,
+        }
+    }
+    table.iter().find_map(|(k, v)| walk(v, k))
+}
+
+/// The first leaf of `value` (a section-level object) that `spec` restricts, as a dotted key.
+fn restricted_leaf(spec: &SettingsSpec, value: &Value, path: &str) -> Option<String> {
+    if !path.is_empty() && spec.is_restricted(path) {
+        return Some(path.to_owned());
+    }
+    match value {
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            let p = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            restricted_leaf(spec, v, &p)
+        }),
+        _ => None,
+    }
 }
 
 fn type_name(v: &toml::Value) -> &'static str {
@@ -322,6 +372,18 @@ fn route(
             .copied()
             .filter(|p| spec_of(p).is_some_and(|s| s.top_level.contains(&key.as_str())))
             .collect();
+        let observers: Vec<&'static Plugin> = set
+            .iter()
+            .copied()
+            .filter(|p| spec_of(p).is_some_and(|s| s.observes.contains(&key.as_str())))
+            .collect();
+        if key_owners.is_empty() && !observers.is_empty() {
+            bail!(
+                "{origin}: `{key}` is set, but no plugin of this harness enforces it (the \
+                 plugin that owns it is disabled or not in the plugin set)"
+            );
+        }
+        let key_owners: Vec<&'static Plugin> = key_owners.into_iter().chain(observers).collect();
         if key_owners.is_empty() {
             bail!(
                 "{origin}: unknown key `{key}` (top-level keys: {}; sections: {}; or \
@@ -479,8 +541,30 @@ pub fn resolve(set: &[&'static Plugin], layers: &[Layer]) -> Result<Resolved> {
     let mut origins: BTreeMap<String, String> = BTreeMap::new();
     let mut disabled = None;
     for layer in layers {
+        if let Some(key) = non_finite(&layer.table) {
+            bail!(
+                "{}: {key}: `nan` and `inf` are not numbers a setting accepts",
+                layer.origin
+            );
+        }
         for f in route(set, layer, &mut disabled)? {
             check(&layer.origin, &f)?;
+            if layer.project
+                && let Some(spec) = spec_of(f.plugin)
+                && let Some(leaf) = restricted_leaf(spec, &f.value, "")
+            {
+                let key = if f.prefix.is_empty() {
+                    leaf
+                } else {
+                    format!("{}.{leaf}", f.prefix)
+                };
+                bail!(
+                    "{}: {key}: a project's settings may not set this (it decides where \
+                     credentials are sent or widens permissions); set it in \
+                     $DSH_HOME/settings.toml, with -c or on the command line",
+                    layer.origin
+                );
+            }
             let section = sections
                 .entry(f.plugin.id.to_owned())
                 .or_insert_with(|| json!({}));
@@ -545,11 +629,13 @@ pub fn load(
         table: defaults
             .parse()
             .map_err(|e: toml::de::Error| anyhow!("built-in defaults: {}", e.message()))?,
+        project: false,
     }];
     if let Some(l) = read_layer(&dsh_home.join("settings.toml"))? {
         layers.push(l);
     }
-    if let Some(l) = read_layer(&cwd.join(".dsh").join("settings.toml"))? {
+    if let Some(mut l) = read_layer(&cwd.join(".dsh").join("settings.toml"))? {
+        l.project = true;
         layers.push(l);
     }
     layers.push(flag_layer(&overrides.pairs)?);
@@ -566,6 +652,7 @@ pub fn load(
     layers.push(Layer {
         origin: "command line".to_owned(),
         table: cli,
+        project: false,
     });
     let resolved = resolve(preset, &layers)?;
     let plugins = dsh_kernel::without(preset, &resolved.disabled).map_err(|e| {
@@ -574,6 +661,29 @@ pub fn load(
             resolved.disabled_origin.as_deref().unwrap_or("settings")
         )
     })?;
+    // A top-level key some booted plugin reads but none of them enforces (its owner disabled):
+    // refuse it rather than accept a setting that does nothing.
+    for layer in &layers {
+        if layer.origin == "built-in defaults" {
+            continue;
+        }
+        for key in layer.table.keys() {
+            let owned = |ps: &[&'static Plugin]| {
+                ps.iter()
+                    .any(|p| spec_of(p).is_some_and(|s| s.top_level.contains(&key.as_str())))
+            };
+            let observed = plugins
+                .iter()
+                .any(|p| spec_of(p).is_some_and(|s| s.observes.contains(&key.as_str())));
+            if observed && !owned(&plugins) {
+                bail!(
+                    "{}: `{key}` is set, but no plugin of this harness enforces it (the plugin \
+                     that owns it is disabled or not in the plugin set)",
+                    layer.origin
+                );
+            }
+        }
+    }
     // Two different plugins with one id (or an ordering cycle) are a harness error every
     // command reports, not only the ones that boot.
     dsh_kernel::plugin_order(&plugins).map_err(|e| anyhow!("the harness's plugin set: {e}"))?;

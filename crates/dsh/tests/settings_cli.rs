@@ -132,6 +132,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `$DSH_HOME/settings.toml` (the user's own layer; `dsh` runs with `DSH_HOME=<dir>/home`).
+fn write_user_settings(dir: &Path, text: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let p = dir.join("home").join("settings.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 fn write_project_settings(dir: &Path, text: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join(".dsh")).unwrap();
     let p = dir.join(".dsh").join("settings.toml");
@@ -160,7 +168,7 @@ fn every_plugin_with_settings_is_covered_by_this_test() {
     let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let mut with_settings: Vec<&str> = list
         .iter()
-        .filter(|p| p["settingsSchema"] != json!({}))
+        .filter(|p| !p["settingsSchema"].is_null())
         .map(|p| p["id"].as_str().unwrap())
         .collect();
     with_settings.sort_unstable();
@@ -173,7 +181,7 @@ fn every_plugin_with_settings_is_covered_by_this_test() {
 fn every_plugin_setting_is_set_from_a_file_and_from_a_flag() {
     let dir = tempfile::tempdir().unwrap();
     let text: String = KEYS.iter().map(|k| toml_line(k.1, k.3)).collect();
-    let file = write_project_settings(dir.path(), &text);
+    let file = write_user_settings(dir.path(), &text);
     let file = file.display().to_string();
     let from_file = config(dir.path(), &[]);
     let flags: Vec<String> = KEYS.iter().map(|k| format!("{}={}", k.1, k.4)).collect();
@@ -296,5 +304,85 @@ fn plugins_disable_leaves_a_plugin_out_and_refuses_unknown_ids() {
         ),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn a_project_file_may_not_redirect_credentials_or_widen_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, key) in [
+        (
+            "[providers.deepseek]\nbase_url = \"http://127.0.0.1:9\"\n",
+            "providers.deepseek.base_url",
+        ),
+        (
+            "[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"MY_SECRET\"\n",
+            "providers.local.api_key_env",
+        ),
+        (
+            "permission_mode = \"danger-full-access\"\n",
+            "permission_mode",
+        ),
+        (
+            "[plugins.dsh-tool-fs]\nallow_outside_workspace = true\n",
+            "plugins.dsh-tool-fs.allow_outside_workspace",
+        ),
+        (
+            "[persistence]\ndir = \"/tmp/elsewhere\"\n",
+            "persistence.dir",
+        ),
+    ] {
+        let file = write_project_settings(dir.path(), text);
+        let out = dsh(dir.path(), &["config"]);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "error: {}: {key}: a project's settings may not set this (it decides where \
+                 credentials are sent or widens permissions); set it in $DSH_HOME/settings.toml, \
+                 with -c or on the command line\n",
+                file.display()
+            )
+        );
+    }
+    // The same keys are the user's to set.
+    std::fs::remove_file(dir.path().join(".dsh/settings.toml")).unwrap();
+    write_user_settings(
+        dir.path(),
+        "permission_mode = \"read-only\"\n[providers.deepseek]\nbase_url = \"http://127.0.0.1:9\"\n",
+    );
+    let out = dsh(dir.path(), &["config"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_permission_mode_no_plugin_enforces_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dsh(
+        dir.path(),
+        &[
+            "-c",
+            "plugins.disable=[\"dsh-permissions\"]",
+            "--permission-mode",
+            "read-only",
+            "config",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: command line: `permission_mode` is set, but no plugin of this harness enforces it \
+         (the plugin that owns it is disabled or not in the plugin set)\n"
+    );
+}
+
+#[test]
+fn nan_is_not_a_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dsh(dir.path(), &["-c", "max_tokens=nan", "config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: -c flags: max_tokens: `nan` and `inf` are not numbers a setting accepts\n"
     );
 }

@@ -35,5 +35,7 @@ dsh_kernel::plugin! {
     after = [dsh_llm::PLUGIN],
     settings = ProviderTable,
     aliases = ["providers"],
+    // Where requests (and the key they carry) go: only the user's own settings decide.
+    restricted = ["*.base_url", "*.api_key_env"],
     start = apply,
 }

@@ -67,5 +67,6 @@ dsh_kernel::plugin! {
     ],
     settings = PermissionsConfig,
     top_level = ["permission_mode"],
+    restricted = ["permission_mode"],
     start = plugin::apply,
 }

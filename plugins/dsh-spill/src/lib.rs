@@ -65,4 +65,9 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = SpillConfig, start = apply }
+dsh_kernel::plugin! {
+    after = [dsh_tools::PLUGIN],
+    settings = SpillConfig,
+    restricted = ["root"],
+    start = apply,
+}

@@ -44,6 +44,12 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
 dsh_kernel::plugin! {
     after = [dsh_tools::PLUGIN],
     settings = FsToolsConfig,
-    top_level = ["permission_mode"],
+    // It widens its fence under `danger-full-access`; dsh-permissions enforces the mode.
+    observes = ["permission_mode"],
+    restricted = [
+        "permission_mode",
+        "allow_outside_workspace",
+        "allow_read_outside_workspace",
+    ],
     start = apply,
 }
