@@ -471,7 +471,8 @@ mod tests {
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with("//"))
             .count();
-        assert!(code <= 25, "{code} lines");
+        // The guide (docs/plugin-authoring.md, step 1) quotes this count; the target is ≤ 25.
+        assert_eq!(code, 22);
         assert!(lib.contains("const NAME: &'static str = \"echo\";"));
     }
 }

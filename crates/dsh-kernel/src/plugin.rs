@@ -47,15 +47,6 @@ pub struct Plugin {
     pub start: Option<PluginHook>,
 }
 
-impl Plugin {
-    /// The JSON Schema of this plugin's settings (`{}` when it has none).
-    pub fn settings_schema(&self) -> serde_json::Value {
-        self.settings
-            .as_ref()
-            .map_or_else(|| serde_json::json!({}), |s| (s.schema)())
-    }
-}
-
 impl PartialEq for Plugin {
     fn eq(&self, other: &Self) -> bool {
         self.id == other.id

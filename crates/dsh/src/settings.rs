@@ -330,19 +330,23 @@ fn route(
                 });
                 continue;
             }
-            // A shared alias: each key goes to the plugins whose schema declares it.
+            // A shared alias: each key goes to the plugins whose schema declares it (each
+            // owner's keys read from its schema once).
+            let owner_keys: Vec<(&'static Plugin, Vec<String>)> = alias_owners
+                .iter()
+                .map(|p| (*p, spec_of(p).map(SettingsSpec::keys).unwrap_or_default()))
+                .collect();
             let mut per: BTreeMap<&str, (&'static Plugin, Map<String, Value>)> = BTreeMap::new();
             for (k, v) in t {
-                let owners: Vec<&'static Plugin> = alias_owners
+                let owners: Vec<&'static Plugin> = owner_keys
                     .iter()
-                    .copied()
-                    .filter(|p| spec_of(p).is_some_and(|s| s.keys().contains(k)))
+                    .filter(|(_, keys)| keys.contains(k))
+                    .map(|(p, _)| *p)
                     .collect();
                 if owners.is_empty() {
-                    let mut known: Vec<String> = alias_owners
+                    let mut known: Vec<String> = owner_keys
                         .iter()
-                        .filter_map(|p| spec_of(p))
-                        .flat_map(SettingsSpec::keys)
+                        .flat_map(|(_, keys)| keys.clone())
                         .collect();
                     known.sort();
                     known.dedup();
@@ -372,17 +376,13 @@ fn route(
             .copied()
             .filter(|p| spec_of(p).is_some_and(|s| s.top_level.contains(&key.as_str())))
             .collect();
+        // Observers get the key too; whether a booted plugin enforces it is checked in `load`,
+        // once `plugins.disable` is known.
         let observers: Vec<&'static Plugin> = set
             .iter()
             .copied()
             .filter(|p| spec_of(p).is_some_and(|s| s.observes.contains(&key.as_str())))
             .collect();
-        if key_owners.is_empty() && !observers.is_empty() {
-            bail!(
-                "{origin}: `{key}` is set, but no plugin of this harness enforces it (the \
-                 plugin that owns it is disabled or not in the plugin set)"
-            );
-        }
         let key_owners: Vec<&'static Plugin> = key_owners.into_iter().chain(observers).collect();
         if key_owners.is_empty() {
             bail!(
@@ -573,20 +573,6 @@ pub fn resolve(set: &[&'static Plugin], layers: &[Layer]) -> Result<Resolved> {
             for (path, origin) in rec {
                 origins.insert(format!("{} {path}", f.plugin.id), origin);
             }
-        }
-    }
-    // The merged sections must hold as well (a later layer cannot make an earlier one invalid
-    // today, but a plugin's type may constrain combinations).
-    for (id, value) in &sections {
-        if let Some(p) = set.iter().find(|p| p.id == id) {
-            check(
-                "settings",
-                &Fragment {
-                    plugin: p,
-                    prefix: format!("plugins.{id}"),
-                    value: value.clone(),
-                },
-            )?;
         }
     }
     let (disabled, disabled_origin) = match disabled {

@@ -49,6 +49,20 @@ struct RawRow {
     ignorable: Option<i64>,
 }
 
+/// A `RawRow` from the columns `seq, type, time, data, source_event_seqs, surface_op,
+/// ignorable` (the order every events query selects them in).
+fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok(RawRow {
+        seq: row.get(0)?,
+        kind: row.get(1)?,
+        time: row.get(2)?,
+        data: row.get(3)?,
+        sources: row.get(4)?,
+        surface_op: row.get(5)?,
+        ignorable: row.get(6)?,
+    })
+}
+
 fn row_to_record(id: &str, r: RawRow) -> Result<Value> {
     let corrupt = |d: &str| {
         PersistenceError::corruption(id, Some(r.seq as u64), format!("row seq {}: {d}", r.seq))
@@ -108,17 +122,7 @@ pub(crate) fn read_rows(conn: &Connection, id: &str, from_seq: i64) -> Result<Ve
         )
         .map_err(backend_err)?;
     let rows = stmt
-        .query_map(params![id, from_seq], |row| {
-            Ok(RawRow {
-                seq: row.get(0)?,
-                kind: row.get(1)?,
-                time: row.get(2)?,
-                data: row.get(3)?,
-                sources: row.get(4)?,
-                surface_op: row.get(5)?,
-                ignorable: row.get(6)?,
-            })
-        })
+        .query_map(params![id, from_seq], raw_row)
         .map_err(backend_err)?;
     let mut events = Vec::new();
     let mut next: u64 = 0;
@@ -147,17 +151,7 @@ pub(crate) fn tail_next_seq(tx: &Connection, id: &str) -> Result<u64> {
         .query_row(
             "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             params![id],
-            |row| {
-                Ok(RawRow {
-                    seq: row.get(0)?,
-                    kind: row.get(1)?,
-                    time: row.get(2)?,
-                    data: row.get(3)?,
-                    sources: row.get(4)?,
-                    surface_op: row.get(5)?,
-                    ignorable: row.get(6)?,
-                })
-            },
+            raw_row,
         )
         .optional()
         .map_err(backend_err)?;
@@ -242,19 +236,7 @@ pub(crate) fn raw_records(conn: &Connection, id: &str) -> Result<Vec<RawItem>> {
             "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq",
         )
         .map_err(backend_err)?;
-    let rows = stmt
-        .query_map(params![id], |row| {
-            Ok(RawRow {
-                seq: row.get(0)?,
-                kind: row.get(1)?,
-                time: row.get(2)?,
-                data: row.get(3)?,
-                sources: row.get(4)?,
-                surface_op: row.get(5)?,
-                ignorable: row.get(6)?,
-            })
-        })
-        .map_err(backend_err)?;
+    let rows = stmt.query_map(params![id], raw_row).map_err(backend_err)?;
     let mut items = Vec::new();
     for row in rows {
         let row = row.map_err(backend_err)?;
