@@ -176,7 +176,9 @@ pub fn default_render(value: &Value) -> ContentBlock {
 /// - missing field: ``missing field `path` `` (nested: ``at `options`: missing field `depth` ``);
 /// - wrong type: ``at `count`: invalid type: string "x", expected u32``;
 /// - unknown field (types with `#[serde(deny_unknown_fields)]`):
-///   ``unknown field `extra`, expected one of `path`, `count` ``.
+///   ``unknown field `extra`, expected one of `path`, `count` ``;
+/// - a JSON array (which serde would read as positional fields):
+///   ``the arguments must be a JSON object, got an array``.
 ///
 /// # Errors
 /// [`ToolsError::InvalidArgs`] as above.
@@ -187,6 +189,13 @@ pub fn parse_args<A: DeserializeOwned>(tool: &str, args: &Value) -> Result<A, To
         return Err(ToolsError::InvalidArgs {
             tool: tool.to_owned(),
             message: format!("the arguments are not valid JSON ({e})"),
+        });
+    }
+    // serde reads a JSON array as a struct's fields in order: a positional call must not run.
+    if args.is_array() {
+        return Err(ToolsError::InvalidArgs {
+            tool: tool.to_owned(),
+            message: "the arguments must be a JSON object, got an array".to_owned(),
         });
     }
     serde_path_to_error::deserialize::<_, A>(args).map_err(|e| {

@@ -94,6 +94,19 @@ impl ToolRegistry {
             ));
             return call;
         }
+        // Arguments are a JSON object (a tool's parameters schema is one): an array (serde
+        // would read it as positional fields) or a scalar is an argument error for the model,
+        // and nothing is asked or run. A raw string (the model's text was not JSON) is left to
+        // the body's parse, which says so. `docs/tools.md` ("Pipeline").
+        if call.def.is_some()
+            && let Some(got) = not_an_object(&exec.arguments)
+        {
+            call.stage = Stage::Final(ToolExecutionResult::from_error(&ToolsError::InvalidArgs {
+                tool: exec.name.clone(),
+                message: format!("the arguments must be a JSON object, got {got}"),
+            }));
+            return call;
+        }
         let decision = self
             .inner
             .ctx
@@ -202,6 +215,19 @@ impl ToolRegistry {
                 ),
             },
         })
+    }
+}
+
+/// The JSON type of `args` when it is neither an object nor a raw string: `an array`, `a
+/// number`, `a boolean` or `null`.
+fn not_an_object(args: &serde_json::Value) -> Option<&'static str> {
+    use serde_json::Value;
+    match args {
+        Value::Object(_) | Value::String(_) => None,
+        Value::Array(_) => Some("an array"),
+        Value::Number(_) => Some("a number"),
+        Value::Bool(_) => Some("a boolean"),
+        Value::Null => Some("null"),
     }
 }
 

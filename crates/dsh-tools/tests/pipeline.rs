@@ -439,6 +439,62 @@ async fn invalid_args_through_the_pipeline() {
     );
 }
 
+/// Arguments that are not a JSON object are an argument error: an array (which serde would
+/// read as positional fields: `["hi"]` would run `echo` with `text = "hi"`) or a scalar never
+/// reaches a policy or the body.
+#[tokio::test]
+async fn non_object_arguments_are_refused_before_policy_and_body() {
+    let f = setup();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran2 = ran.clone();
+    let def = define_tool::<EchoArgs, String>("echo", "Echo the text.")
+        .execute(move |a, _cx| {
+            ran2.fetch_add(1, Ordering::SeqCst);
+            async move { Ok(a.text) }
+        })
+        .unwrap();
+    f.reg.register(&f.root, def).unwrap().detach();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let asked2 = asked.clone();
+    f.root
+        .on_waterfall::<ToolsPreExecute, _, _>(move |e, next| {
+            asked2.fetch_add(1, Ordering::SeqCst);
+            next.run(e)
+        })
+        .unwrap()
+        .detach();
+    for (args, got) in [
+        (json!(["hi"]), "an array"),
+        (json!(7), "a number"),
+        (json!(true), "a boolean"),
+        (json!(null), "null"),
+    ] {
+        let r = f.reg.execute(input("echo", args)).await;
+        let message = format!(
+            "invalid arguments for tool \"echo\": the arguments must be a JSON object, got {got}"
+        );
+        assert_eq!(
+            r.to_json(),
+            json!({"isError": true,
+                   "error": {"message": message,
+                             "info": {"name": "ToolArgsError", "code": "INVALID_ARGS"}},
+                   "content": [{"type": "text", "text": format!("Error: {message}")}]})
+        );
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    // The typed parse refuses an array too (a body called outside the pipeline).
+    let e = parse_args::<EchoArgs>("echo", &json!(["hi"])).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid arguments for tool \"echo\": the arguments must be a JSON object, got an array"
+    );
+    // An object still runs.
+    let r = f.reg.execute(input("echo", json!({"text": "hi"}))).await;
+    assert!(!r.is_error());
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn throwing_pre_execute_or_execute_wrapper_is_final_and_skips_post() {
     let f = setup();
