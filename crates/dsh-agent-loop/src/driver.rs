@@ -236,9 +236,17 @@ impl Runner {
         let mut step = 0u64;
         let mut end: Option<TurnEndReason> = None;
         let mut max_tokens = false;
+        let limit = self.0.config.max_steps_per_turn;
         loop {
             if signal.is_cancelled() {
                 return Err(TurnFail::Aborted);
+            }
+            // The step limit: checked before anything is claimed, so input steered into the
+            // turn stays in the inbox for the next one (`docs/upstream/agent-loop.md`, "Step
+            // limit"). Only this turn's own steps count.
+            if limit > 0 && step >= limit {
+                tracing::debug!(steps = step, limit, "step limit reached");
+                return Ok(crate::config::max_steps_reason(limit));
             }
             let claimed = agent
                 .inbox()

@@ -17,7 +17,9 @@ mod factory;
 mod plugin;
 pub mod prompt;
 
-pub use config::LoopConfig;
+pub use config::{
+    DEFAULT_MAX_STEPS_PER_TURN, LoopConfig, MAX_STEPS_KIND, max_steps_limit, max_steps_reason,
+};
 pub use driver::Runner;
 pub use error::LoopError;
 pub use factory::{AgentLoop, SharedLoop};

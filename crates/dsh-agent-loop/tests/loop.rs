@@ -885,3 +885,72 @@ async fn disposing_an_agent_drains_its_running_turn() {
         "AGENT_DISPOSED"
     );
 }
+
+/// A model that calls a tool at every step stops at `max_steps_per_turn`: exactly that many
+/// requests, each step closed with its tool result, and the turn ends `max-steps` (the limit in
+/// the reason); the steps' retried requests would not count (none here).
+#[tokio::test]
+async fn the_step_limit_ends_an_endless_tool_caller() {
+    let responses = (1..=10)
+        .map(|i| tool_calls(&[(&format!("c{i}"), "echo", r#"{"text":"again"}"#)]))
+        .collect();
+    let h = Harness::with_loop_settings(responses, Some(json!({"max_steps_per_turn": 3}))).await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("loop")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(h.script.requests.lock().unwrap().len(), 3);
+    assert_eq!(
+        turn_end_reasons(session),
+        vec![json!({"kind":"max-steps","limit":3})]
+    );
+    let steps: Vec<String> = kinds(session)
+        .into_iter()
+        .filter(|k| k.starts_with("step/") || k.starts_with("tool/"))
+        .collect();
+    assert_eq!(
+        steps,
+        s(&[
+            "step/start",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "tool/call",
+            "tool/result",
+            "step/end",
+        ])
+    );
+    assert_eq!(
+        dsh_agent_loop::max_steps_limit(&dsh_agent_loop::max_steps_reason(3)),
+        Some(3)
+    );
+}
+
+/// The default limit is 200 steps, and `0` turns the limit off.
+#[tokio::test]
+async fn the_step_limit_defaults_to_200_and_zero_turns_it_off() {
+    assert_eq!(
+        dsh_agent_loop::LoopConfig::default().max_steps_per_turn,
+        200
+    );
+    let responses = (1..=4)
+        .map(|i| tool_calls(&[(&format!("c{i}"), "echo", r#"{"text":"again"}"#)]))
+        .chain([text("done")])
+        .collect();
+    let h = Harness::with_loop_settings(responses, Some(json!({"max_steps_per_turn": 0}))).await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("loop")).unwrap();
+    idle(&agent).await;
+    assert_eq!(h.script.requests.lock().unwrap().len(), 5);
+    assert_eq!(
+        turn_end_reasons(agent.session()),
+        vec![json!({"kind":"completed"})]
+    );
+}

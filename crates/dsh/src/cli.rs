@@ -36,6 +36,10 @@ struct Global {
     /// Override a setting: `-c key=value` (TOML value; repeatable).
     #[arg(short = 'c', long = "config", global = true, value_name = "KEY=VALUE")]
     config: Vec<String>,
+    /// The most model steps one turn may take (`[agent] max_steps_per_turn`, default 200; 0 =
+    /// no limit). A turn stopped by it ends `max-steps`; `exec` exits 5.
+    #[arg(long = "max-steps", global = true, value_name = "N")]
+    max_steps: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,7 +104,17 @@ fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings
         h.defaults,
         &cwd,
         &settings::Overrides {
-            pairs: global.config.clone(),
+            // `--max-steps N` is `-c agent.max_steps_per_turn=N`, applied after every `-c`.
+            pairs: global
+                .config
+                .iter()
+                .cloned()
+                .chain(
+                    global
+                        .max_steps
+                        .map(|n| format!("agent.max_steps_per_turn={n}")),
+                )
+                .collect(),
             provider: global.provider.clone(),
             model: global.model.clone(),
             permission_mode: global.permission_mode.clone(),
@@ -326,8 +340,8 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
 
 /// Runs the dsh command line for harness `h`: parses the arguments, boots `h`'s plugins with the
 /// resolved settings, runs the subcommand and returns its exit code (0 completed, 1 turn error,
-/// 2 usage or settings error, 3 output-token limit, 4 blocked by a pre-step policy, 130
-/// cancelled).
+/// 2 usage or settings error, 3 output-token limit, 4 blocked by a pre-step policy, 5 step
+/// limit, 130 cancelled).
 pub fn main_with(h: &Harness) -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

@@ -3,7 +3,8 @@
 //! Streams the answer to stdout (tool activity on stderr), or with `--json` every session event
 //! as a JSON line followed by a mandatory terminal `result` line written after the final flush.
 //! Exit codes (decided in [`exit`]): 0 completed, 1 turn error, 2 usage/config error, 3
-//! output-token limit, 4 blocked by policy, 130 cancelled (Ctrl-C cancels the turn cleanly).
+//! output-token limit, 4 blocked by policy, 5 step limit, 130 cancelled (Ctrl-C, SIGTERM or
+//! SIGHUP cancel the turn cleanly).
 
 use std::io::Write;
 use std::time::Instant;
@@ -65,10 +66,10 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let mut interrupted = false;
-    // SIGTERM (a supervisor stopping dsh) cancels the turn like Ctrl-C, so tool process groups
-    // are killed and the log closes the turn, instead of orphaning the running tool.
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| anyhow::anyhow!("installing the SIGTERM handler: {e}"))?;
+    // SIGTERM (a supervisor stopping dsh) and SIGHUP (the terminal closed) cancel the turn like
+    // Ctrl-C, so tool process groups are killed and the log closes the turn, instead of
+    // orphaning the running tool.
+    let mut stops = crate::signals::StopSignals::install()?;
     loop {
         tokio::select! {
             () = agent.when_idle() => break,
@@ -81,7 +82,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 let _ = writeln!(std::io::stderr(), "\ninterrupted — cancelling the turn (Ctrl-C again to quit now)");
                 agent.cancel(dsh_agent::AgentCancelCause::User, false);
             }
-            _ = term.recv() => {
+            _ = stops.recv() => {
                 if interrupted {
                     break;
                 }

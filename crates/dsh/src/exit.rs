@@ -8,6 +8,7 @@
 //! | [`USAGE`] 2 | a usage or configuration error (bad flags, settings, plugin start-up) |
 //! | [`MAX_TOKENS`] 3 | the turn stopped at the output-token limit |
 //! | [`BLOCKED`] 4 | a pre-step policy blocked the turn |
+//! | [`MAX_STEPS`] 5 | the turn stopped at the step limit (`--max-steps`, `[agent] max_steps_per_turn`) |
 //! | [`CANCELLED`] 130 | the turn was cancelled (Ctrl-C, SIGTERM) |
 //!
 //! A turn's exit code comes from its `turn/end` reason ([`for_turn_end`]); a failure before or
@@ -31,6 +32,9 @@ pub const USAGE: i32 = 2;
 pub const MAX_TOKENS: i32 = 3;
 /// A pre-step policy blocked the turn (`blocked`).
 pub const BLOCKED: i32 = 4;
+/// The turn stopped at the step limit (`max-steps`, a dsh reason: see
+/// `dsh_agent_loop::max_steps_reason`).
+pub const MAX_STEPS: i32 = 5;
 /// The turn was cancelled (`aborted`): 128 + SIGINT, as shells report an interrupted command.
 pub const CANCELLED: i32 = 130;
 
@@ -100,7 +104,7 @@ pub fn error_line(e: &anyhow::Error) -> String {
 }
 
 /// The exit code for the reason of a run's last `turn/end` (`None`: no turn ended, e.g. an
-/// empty inbox): 0 completed or none, 3 max-tokens, 4 blocked, 130 aborted, 1 otherwise
+/// empty inbox): 0 completed or none, 3 max-tokens, 4 blocked, 5 max-steps, 130 aborted, 1 otherwise
 /// (error, interrupted, disposed, unknown kinds). A turn error is always 1, whatever its code.
 pub fn for_turn_end(reason: Option<&TurnEndReason>) -> i32 {
     match reason {
@@ -108,20 +112,23 @@ pub fn for_turn_end(reason: Option<&TurnEndReason>) -> i32 {
         Some(TurnEndReason::MaxTokens) => MAX_TOKENS,
         Some(TurnEndReason::Blocked) => BLOCKED,
         Some(TurnEndReason::Aborted { .. }) => CANCELLED,
+        Some(r) if dsh_agent_loop::max_steps_limit(r).is_some() => MAX_STEPS,
         Some(_) => FAILURE,
     }
 }
 
 /// The stderr line (text mode) for the reason of a run's last `turn/end`, if it has one:
 /// `error: <message> (<code>)` for an error, `stopped at the output-token limit` for
-/// max-tokens (no trailing newline).
+/// max-tokens, `stopped at the step limit (N steps)` for max-steps (no trailing newline).
 pub fn turn_end_line(reason: Option<&TurnEndReason>) -> Option<String> {
     match reason {
         Some(TurnEndReason::Error { error }) => {
             Some(format!("error: {} ({})", error.message, error.code))
         }
         Some(TurnEndReason::MaxTokens) => Some("stopped at the output-token limit".to_owned()),
-        _ => None,
+        Some(r) => dsh_agent_loop::max_steps_limit(r)
+            .map(|n| format!("stopped at the step limit ({n} steps)")),
+        None => None,
     }
 }
 
@@ -145,6 +152,7 @@ mod tests {
             (Some(TurnEndReason::MaxTokens), 3),
             (Some(TurnEndReason::Blocked), 4),
             (Some(TurnEndReason::Aborted { reason: None }), 130),
+            (Some(dsh_agent_loop::max_steps_reason(7)), 5),
             (Some(TurnEndReason::Interrupted), 1),
             (Some(TurnEndReason::Disposed), 1),
         ];
@@ -168,6 +176,10 @@ mod tests {
         assert_eq!(
             turn_end_line(Some(&TurnEndReason::MaxTokens)).unwrap(),
             "stopped at the output-token limit"
+        );
+        assert_eq!(
+            turn_end_line(Some(&dsh_agent_loop::max_steps_reason(7))).unwrap(),
+            "stopped at the step limit (7 steps)"
         );
         assert_eq!(turn_end_line(Some(&TurnEndReason::Completed)), None);
         assert_eq!(turn_end_line(None), None);

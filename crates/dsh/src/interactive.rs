@@ -1,7 +1,8 @@
 //! The line-mode interactive shell: a prompt, the streamed answer, tool activity on stderr,
 //! Ctrl-C cancels the running turn (a second Ctrl-C while idle, or `/exit`, quits), slash
 //! commands (`/new`, `/sessions`, `/resume ID`, `/model [PROVIDER/]MODEL`, `/help`, `/exit`),
-//! and an approval answerer that asks y/n at the prompt.
+//! an approval answerer that asks y/n at the prompt. SIGTERM and SIGHUP cancel a running turn,
+//! save the session and end the shell (exit 130).
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -108,6 +109,10 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
     let mut running = false;
     let mut turn_from_seq = 0u64;
     let mut pending_ask: Option<oneshot::Sender<bool>> = None;
+    // SIGTERM and SIGHUP (the terminal closed) cancel a running turn, save the session and end
+    // the shell with exit 130 (`crate::signals`).
+    let mut stops = crate::signals::StopSignals::install()?;
+    let mut stopped = false;
     prompt();
     loop {
         tokio::select! {
@@ -118,6 +123,10 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                         tokio::select! {
                             () = agent.when_idle() => renderer.finish_line(),
                             _ = tokio::signal::ctrl_c() => agent.cancel(AgentCancelCause::User, true),
+                            _ = stops.recv() => {
+                                stopped = true;
+                                agent.cancel(AgentCancelCause::User, true);
+                            }
                         }
                         agent.when_idle().await;
                     }
@@ -233,6 +242,14 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                 }
                 prompt();
             }
+            _ = stops.recv() => {
+                stopped = true;
+                if running {
+                    agent.cancel(AgentCancelCause::User, true);
+                    agent.when_idle().await;
+                }
+                break;
+            }
             r = tokio::signal::ctrl_c() => {
                 if r.is_err() { break; }
                 if running {
@@ -248,7 +265,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
     drop(renderer);
     say(&format!("session {} saved", agent.id()));
     app.shutdown().await;
-    Ok(0)
+    Ok(if stopped { crate::exit::CANCELLED } else { 0 })
 }
 
 /// Says how the turns since `from_seq` ended when it was not a plain completion.
@@ -261,7 +278,12 @@ fn report_turns(agent: &Agent, from_seq: u64) {
         Some(dsh_session::TurnEndReason::MaxTokens) => say("stopped at the output-token limit"),
         Some(dsh_session::TurnEndReason::Aborted { .. }) => say("(turn cancelled)"),
         Some(dsh_session::TurnEndReason::Blocked) => say("(turn blocked by a policy)"),
-        _ => {}
+        Some(r) => {
+            if let Some(line) = crate::exit::turn_end_line(Some(r)) {
+                say(&line);
+            }
+        }
+        None => {}
     }
 }
 

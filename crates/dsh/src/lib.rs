@@ -34,6 +34,7 @@ pub mod presets;
 mod render;
 mod sessions;
 pub mod settings;
+mod signals;
 
 pub use cli::main_with;
 

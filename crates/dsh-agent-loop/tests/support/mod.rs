@@ -152,7 +152,19 @@ pub struct Harness {
 
 impl Harness {
     pub async fn new(responses: Vec<Resp>) -> Self {
+        Self::with_loop_settings(responses, None).await
+    }
+
+    /// As [`Harness::new`], with `loop_settings` as the `dsh-agent-loop` settings section.
+    pub async fn with_loop_settings(
+        responses: Vec<Resp>,
+        loop_settings: Option<serde_json::Value>,
+    ) -> Self {
         let kernel = Kernel::new();
+        if let Some(section) = loop_settings {
+            let settings = dsh_kernel::Settings::new().with_section("dsh-agent-loop", section);
+            kernel.root().provide(Arc::new(settings)).unwrap().detach();
+        }
         kernel.boot().await.expect("boot");
         let script = Arc::new(Script::default());
         script.responses.lock().unwrap().extend(responses);

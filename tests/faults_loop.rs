@@ -1,0 +1,359 @@
+//! Faults of the loop and of tool processes, through the built `dsh` binary (issue 13, "The loop
+//! and the tools"): the step limit (`--max-steps`, `[agent] max_steps_per_turn`, exit 5),
+//! non-object tool arguments (nothing runs), SIGHUP (the running command's process group is
+//! killed, the session saved), and commands that want a terminal (run without one; under a real
+//! pseudo-terminal nothing reaches it and the call returns at once).
+//!
+//! The model is the replay provider (`dsh_test_support::ReplayServer` on 127.0.0.1); the
+//! binary is located as `common/mod.rs` says.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+use common::dsh_bin;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsh_persistence::{RepairReport, SessionPersistence};
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
+use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
+use serde_json::{Value, json};
+
+const API_KEY: &str = "sk-faults-loop";
+/// "Did not hang" bound for one dsh run (generous; runs take well under a second).
+const HANG_LIMIT: Duration = Duration::from_secs(60);
+
+/// The replay provider on its own runtime (the test thread stays synchronous).
+struct Replay {
+    server: ReplayServer,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Replay {
+    fn start(responses: Value) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let script = Script::from_json(&responses.to_string()).unwrap();
+        let server = rt
+            .block_on(ReplayServer::start(script, ReplayOptions::default()))
+            .unwrap();
+        Self { server, _rt: rt }
+    }
+
+    fn url(&self) -> String {
+        self.server.base_url()
+    }
+
+    fn chat_requests(&self) -> Vec<RecordedRequest> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .collect()
+    }
+}
+
+/// A temporary `$DSH_HOME` and an empty workspace directory.
+struct Env {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    repo: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("dsh-home");
+        let repo = root.join("proj");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&repo).unwrap();
+        Self {
+            _tmp: tmp,
+            home,
+            repo,
+        }
+    }
+
+    /// `dsh <args>` in the workspace with a hermetic environment.
+    fn dsh(&self, url: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(dsh_bin());
+        cmd.args(args)
+            .current_dir(&self.repo)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("DSH_HOME", &self.home)
+            .env("DEEPSEEK_BASE_URL", url)
+            .env("DEEPSEEK_API_KEY", API_KEY)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn store(&self) -> std::sync::Arc<dsh_persistence_jsonl::JsonlPersistence> {
+        jsonl_persistence(JsonlConfig {
+            root: self.home.join("sessions"),
+            ..JsonlConfig::default()
+        })
+    }
+}
+
+/// Runs `cmd` to completion, killing it and failing if it hangs.
+fn run(mut cmd: Command) -> Output {
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(HANG_LIMIT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("dsh did not finish within {HANG_LIMIT:?}");
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+fn code(s: ExitStatus) -> i32 {
+    s.code()
+        .unwrap_or_else(|| panic!("dsh died from a signal: {s}"))
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The tool-result texts of a recorded chat request, in order.
+fn tool_texts(req: &RecordedRequest) -> Vec<String> {
+    req.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Waits until `pid` is gone (or a zombie awaiting its reaper), failing after [`HANG_LIMIT`].
+fn assert_gone(pid: u32, what: &str) {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let gone_by = Instant::now() + HANG_LIMIT;
+    while proc_dir.exists() {
+        let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+        if stat.contains(") Z ") {
+            break;
+        }
+        assert!(Instant::now() < gone_by, "{what} {pid} survived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a file `path` holding a complete line and returns its trimmed content.
+fn wait_for_line(path: &Path) -> String {
+    let deadline = Instant::now() + HANG_LIMIT;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The step limit
+// ---------------------------------------------------------------------------------------------
+
+/// A model that calls a tool at every step (ten scripted calls, never an answer).
+fn endless_tool_caller() -> Value {
+    let step = json!({"tool_calls": [["bash", {"command": "echo again", "description": "Again"}]]});
+    Value::Array(vec![step; 10])
+}
+
+#[test]
+fn max_steps_stops_an_endless_tool_caller_with_exit_5() {
+    let env = Env::new();
+    let replay = Replay::start(endless_tool_caller());
+    let out = run(env.dsh(&replay.url(), &["exec", "--max-steps", "3", "loop"]));
+    let stderr = text(&out.stderr);
+    assert_eq!(code(out.status), 5, "stderr: {stderr}");
+    assert_eq!(replay.chat_requests().len(), 3);
+    assert!(
+        stderr.ends_with("stopped at the step limit (3 steps)\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_step_limit_setting_ends_the_turn_max_steps_in_the_log() {
+    let env = Env::new();
+    let replay = Replay::start(endless_tool_caller());
+    let out = run(env.dsh(
+        &replay.url(),
+        &["exec", "--json", "-c", "agent.max_steps_per_turn=2", "loop"],
+    ));
+    assert_eq!(code(out.status), 5, "stderr: {}", text(&out.stderr));
+    assert_eq!(replay.chat_requests().len(), 2);
+    let lines = json_lines(&out.stdout);
+    let (result, events) = lines.split_last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["reason"], "max-steps");
+    let turn_end = events.last().unwrap();
+    assert_eq!(turn_end["type"], "turn/end");
+    assert_eq!(
+        turn_end["data"],
+        json!({"turn": 1, "reason": {"kind": "max-steps", "limit": 2}})
+    );
+    let steps = events.iter().filter(|e| e["type"] == "step/start").count();
+    assert_eq!(steps, 2);
+    // `--max-steps` wins over the setting.
+    let replay = Replay::start(endless_tool_caller());
+    let out = run(env.dsh(
+        &replay.url(),
+        &[
+            "exec",
+            "-c",
+            "agent.max_steps_per_turn=2",
+            "--max-steps",
+            "4",
+            "loop",
+        ],
+    ));
+    assert_eq!(code(out.status), 5);
+    assert_eq!(replay.chat_requests().len(), 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool arguments
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn array_arguments_run_nothing_and_tell_the_model() {
+    let env = Env::new();
+    let marker = env.repo.join("marker");
+    let written = env.repo.join("written.txt");
+    let replay = Replay::start(json!([
+        {"tool_calls": [
+            ["bash", ["touch marker", "Make a marker"]],
+            ["write", [written.to_str().unwrap(), "positional content"]],
+        ]},
+        {"text": "done"},
+    ]));
+    let out = run(env.dsh(
+        &replay.url(),
+        &["exec", "--permission-mode", "danger-full-access", "go"],
+    ));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    assert!(!marker.exists(), "bash ran with positional arguments");
+    assert!(!written.exists(), "write ran with positional arguments");
+    let requests = replay.chat_requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        tool_texts(&requests[1]),
+        vec![
+            "Error: invalid arguments for tool \"bash\": the arguments must be a JSON object, got an array",
+            "Error: invalid arguments for tool \"write\": the arguments must be a JSON object, got an array",
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGHUP
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sighup_kills_the_running_command_and_saves_the_session() {
+    let env = Env::new();
+    let pid_file = env.repo.join("sleep.pid");
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {
+            "command": "echo $$ > sleep.pid; exec sleep 300",
+            "description": "Wait a long time"
+        }]]},
+        {"text": "never served"},
+    ]));
+    let mut cmd = env.dsh(&replay.url(), &["exec", "--json", "wait"]);
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map(Result::unwrap)
+            .collect::<Vec<String>>()
+    });
+    let stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let sleep_pid: u32 = wait_for_line(&pid_file).parse().unwrap();
+
+    let status = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (tx_exit, rx_exit) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx_exit.send(child.wait());
+    });
+    let exit = match rx_exit.recv_timeout(HANG_LIMIT) {
+        Ok(s) => s.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string(), &sleep_pid.to_string()])
+                .status();
+            panic!("dsh did not exit after SIGHUP");
+        }
+    };
+    let lines = reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    // The sleep is killed with dsh, not orphaned (checked before anything else can fail).
+    let orphan = PathBuf::from(format!("/proc/{sleep_pid}")).exists();
+    assert_gone(sleep_pid, "sleep");
+    assert!(
+        exit.code().is_some(),
+        "dsh died from the signal: {exit} (orphan: {orphan})"
+    );
+    assert_eq!(code(exit), 130, "stderr: {stderr}");
+
+    let values: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (result, events) = values.split_last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["reason"], "aborted");
+    let id = result["sessionId"].as_str().unwrap();
+    assert_eq!(events.last().unwrap()["type"], "turn/end");
+    // The session was saved: it loads without repair, the bash call has its result.
+    let loaded = env.store().inspect(id).unwrap();
+    assert_eq!(loaded.repair, RepairReport::default());
+    let stored: Vec<Value> = loaded.events.iter().map(|e| e.to_value()).collect();
+    assert_eq!(stored, *events);
+    let results = stored.iter().filter(|e| e["type"] == "tool/result").count();
+    assert_eq!(results, 1);
+    assert_eq!(replay.chat_requests().len(), 1);
+}
