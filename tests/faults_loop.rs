@@ -357,3 +357,147 @@ fn sighup_kills_the_running_command_and_saves_the_session() {
     assert_eq!(results, 1);
     assert_eq!(replay.chat_requests().len(), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Commands that want a terminal
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `argv` under a real pseudo-terminal (python3's `pty` module: the child is a session
+/// leader with the pty as its controlling terminal, as in a user's shell) and prints one JSON
+/// line: `{"code": exit code or null, "output": everything written to the terminal, "elapsed":
+/// seconds}`. Nothing is ever typed; after 45 s the child is killed.
+const PTY_DRIVER: &str = r#"
+import json, os, pty, select, signal, sys, time
+start = time.time()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+out = b""
+while True:
+    left = 45 - (time.time() - start)
+    if left <= 0:
+        os.kill(pid, signal.SIGKILL)
+        break
+    ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+    if not ready:
+        continue
+    try:
+        data = os.read(fd, 65536)
+    except OSError:
+        data = b""
+    if not data:
+        break
+    out += data
+_, status = os.waitpid(pid, 0)
+code = os.waitstatus_to_exitcode(status)
+print(json.dumps({"code": code, "output": out.decode("utf-8", "replace"), "elapsed": time.time() - start}))
+"#;
+
+/// A loopback HTTP server that answers every request `401` with a Basic challenge (a git
+/// remote that wants credentials); returns its port.
+fn credentials_wanted_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(
+                    b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"dsh\"\r\n\
+                      Content-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn commands_that_want_a_terminal_fail_at_once_under_a_real_terminal() {
+    let env = Env::new();
+    let port = credentials_wanted_server();
+    let replay = Replay::start(json!([
+        {"tool_calls": [
+            ["bash", {
+                "command": "p=Pass; read -r -s -p \"${p}word-prompt: \" pw < /dev/tty && echo \"got $pw\"",
+                "description": "Ask for a password"
+            }],
+            ["bash", {
+                "command": format!("git ls-remote http://127.0.0.1:{port}/repo.git"),
+                "description": "List the remote"
+            }],
+            ["bash", {
+                "command": "echo \"$GIT_TERMINAL_PROMPT $GIT_EDITOR $EDITOR ${GIT_ASKPASS-unset} ${SSH_ASKPASS-unset}\"",
+                "description": "Show the environment"
+            }],
+        ]},
+        {"text": "done"},
+    ]));
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(PTY_DRIVER)
+        .arg(dsh_bin())
+        .args(["exec", "--permission-mode", "danger-full-access", "try it"])
+        .current_dir(&env.repo)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &env.home)
+        .env("DSH_HOME", &env.home)
+        .env("DEEPSEEK_BASE_URL", replay.url())
+        .env("DEEPSEEK_API_KEY", API_KEY)
+        .env("GIT_ASKPASS", "/bin/false")
+        .env("SSH_ASKPASS", "/bin/false")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = run(cmd);
+    assert!(out.status.success(), "python3 pty driver: {out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let terminal = report["output"].as_str().unwrap();
+    eprintln!(
+        "under the pty: {:.2} s",
+        report["elapsed"].as_f64().unwrap()
+    );
+    assert_eq!(report["code"], 0, "terminal: {terminal}");
+    // Returned within seconds (the stall it replaces lasted until the 120 s command timeout).
+    assert!(report["elapsed"].as_f64().unwrap() < 30.0, "{report}");
+    // Nothing but dsh's own output reached the terminal: no prompt of the commands.
+    assert!(!terminal.contains("Password-prompt"), "{terminal}");
+    assert!(!terminal.contains("Username for"), "{terminal}");
+    assert!(terminal.contains("done"), "{terminal}");
+
+    let requests = replay.chat_requests();
+    assert_eq!(requests.len(), 2);
+    let texts = tool_texts(&requests[1]);
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    let note = dsh_process_note();
+    assert!(texts[0].contains("/dev/tty"), "{}", texts[0]);
+    assert!(
+        texts[0].ends_with(&format!("[exit code: 1]\n{note}")),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[1].contains(&format!(
+            "fatal: could not read Username for 'http://127.0.0.1:{port}': terminal prompts disabled"
+        )),
+        "{}",
+        texts[1]
+    );
+    assert!(
+        texts[1].ends_with(&format!("[exit code: 128]\n{note}")),
+        "{}",
+        texts[1]
+    );
+    assert_eq!(texts[2], "0 true true unset unset\n");
+}
+
+/// The note the bash tool adds to a failed command that wanted a terminal (as
+/// `dsh_process::NO_TERMINAL_NOTE` says it; spelled out so a change of wording is seen here).
+fn dsh_process_note() -> &'static str {
+    "[no terminal: this command runs without a terminal and with stdin from /dev/null, so it cannot prompt for passwords, credentials or editor input; run it non-interactively (pass input by flags, files or environment, use batch/--yes options)]"
+}

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use crate::error::ShellError;
 use crate::jobs::{JobOutcome, JobService, JobStart, JobStatus, JobWork};
-use crate::runner::{BackgroundProcess, ProcessOutcome, ShellExecSpec, ShellExecutor};
+use crate::runner::{ShellExecSpec, ShellExecutor};
+use dsh_process::{BackgroundProcess, ProcessOutcome};
 
 struct BashJob(BackgroundProcess);
 

@@ -46,3 +46,12 @@ pub enum ShellError {
     #[code("JOB_WAIT_ABORTED")]
     WaitAborted,
 }
+
+impl From<dsh_process::ProcessError> for ShellError {
+    fn from(e: dsh_process::ProcessError) -> Self {
+        match e {
+            dsh_process::ProcessError::Spawn(e) => Self::Spawn(e),
+            dsh_process::ProcessError::Wait(e) => Self::Wait(e),
+        }
+    }
+}

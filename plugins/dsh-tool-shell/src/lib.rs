@@ -1,28 +1,29 @@
-//! The bash tool family of dsh: a local bash executor ([`ShellExecutor`]) that runs every
-//! command in its own process group with a scrubbed environment, `/dev/null` stdin, bounded
-//! head+tail output capture, a capped timeout and cancellation that terminate the whole group;
-//! a background job service ([`JobService`]); and the model-facing tools `bash`, `job_output`,
+//! The bash tool family of dsh: a bash executor ([`ShellExecutor`]) over the process executor
+//! seam (`dsh-process`: every command in a new session without a terminal and in its own
+//! process group, a scrubbed non-interactive environment, `/dev/null` stdin, bounded head+tail
+//! output capture, a capped timeout and cancellation that terminate the whole group); a
+//! background job service ([`JobService`]); and the model-facing tools `bash`, `job_output`,
 //! `job_kill` and `job_list` ([`dsh_tools::Tool`]s with declared effects, see [`tools`]).
 //!
 //! Behaviour notes, bug cases (BC-18, BC-19, BC-20, BC-22) and upstream sources:
-//! `docs/tools.md` ("Shell and job tools").
+//! `docs/tools.md` ("Shell and job tools", "Process executor").
 
 pub mod background;
-pub mod capture;
-pub mod env;
 mod error;
 pub mod jobs;
-pub mod proc;
 mod runner;
 pub mod tools;
 
+/// The process executor's modules, re-exported under their former paths in this crate.
+pub use dsh_process::{capture, env, proc};
+
 pub use background::{process_outcome, start_bash_job};
 pub use capture::{CollectedOutput, HeadTail, OutputRing};
+pub use dsh_process::{BackgroundProcess, ProcessOutcome};
 pub use error::ShellError;
 pub use jobs::{JobOutcome, JobService, JobSnapshot, JobStart, JobStatus, JobWork, status_line};
 pub use runner::{
-    BackgroundProcess, ProcessOutcome, ShellConfig, ShellExecRequest, ShellExecSpec, ShellExecutor,
-    ShellRunResult, render_result,
+    ShellConfig, ShellExecRequest, ShellExecSpec, ShellExecutor, ShellRunResult, render_result,
 };
 
 use std::sync::Arc;

@@ -1,41 +1,21 @@
-//! The bash executor: resolves a request against the configured defaults and caps, runs
-//! `bash -c <command>` in its own process group with a scrubbed environment and `/dev/null`
-//! stdin, captures bounded output, enforces the timeout and the caller's cancellation by
-//! terminating the whole group, and never waits on a pipe held by an escaped process longer than
-//! the drain grace (that pid is reported instead).
+//! The bash executor: resolves a request against the configured defaults and caps and runs
+//! `bash -c <command>` through the process executor (`dsh_process`: a new session without a
+//! controlling terminal, its own process group, a scrubbed non-interactive environment,
+//! `/dev/null` stdin, bounded output, the timeout and the caller's cancellation terminating the
+//! whole group, escaped pipe holders reported instead of waited for).
 //!
-//! Lifecycle of one run:
-//! 1. spawn (`process_group(0)`: the shell's pid is the group id);
-//! 2. wait for the shell to exit, the timeout, or the cancel token (first cause wins; a timeout
-//!    sets `timedOut`, a cancel sets `aborted`, never both);
-//! 3. on timeout/cancel: SIGTERM the group, SIGKILL after `killGraceMs`, reap the shell;
-//! 4. after the shell exited (any path): terminate the group's remaining members the same way —
-//!    a plain `sleep 1000 &` never outlives the call (use `run_in_background` to keep work alive);
-//! 5. drain stdout/stderr until EOF or `drainGraceMs`; if a reader is still blocked, the pids that
-//!    still hold the pipes (processes that left the group, e.g. via `setsid`) are reported in
-//!    `leftoverPids` and reading stops.
-//!
-//! Behaviour notes: `docs/tools.md` ("Shell and job tools", bug cases BC-18..BC-22); defaults
-//! are upstream's local bash executor's (timeout 120 000 ms, cap 600 000 ms, 64 000 output
-//! bytes).
+//! Behaviour notes: `docs/tools.md` ("Shell and job tools", bug cases BC-18..BC-22; "Process
+//! executor"); defaults are upstream's local bash executor's (timeout 120 000 ms, cap 600 000
+//! ms, 64 000 output bytes).
 
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
+use dsh_process::{BackgroundProcess, CollectedOutput, ProcessSpec, env};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{CollectedOutput, HeadTail, OutputRing};
-use crate::env;
 use crate::error::ShellError;
-use crate::proc;
 
 /// Executor configuration (settings section `dsh-tool-shell`, snake_case keys; every field
 /// optional, defaults below; unknown keys are rejected).
@@ -104,7 +84,7 @@ pub struct ShellExecSpec {
     pub stdout_max_bytes: usize,
     /// Stderr cap (bytes).
     pub stderr_max_bytes: usize,
-    /// The complete child environment (see [`crate::env`]).
+    /// The complete child environment (see [`dsh_process::env`]).
     pub env: BTreeMap<String, String>,
     /// SIGTERM→SIGKILL grace (ms).
     pub kill_grace_ms: u64,
@@ -136,49 +116,6 @@ pub struct ShellRunResult {
     pub leftover_pids: Vec<u32>,
 }
 
-/// Why a run was cut short.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    Timeout,
-    Cancel,
-}
-
-/// Facts of one finished process (shared by foreground runs and background jobs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessOutcome {
-    /// Exit code, `None` when signal-killed.
-    pub exit_code: Option<i32>,
-    /// Terminating signal name.
-    pub signal: Option<String>,
-    /// The timeout fired first.
-    pub timed_out: bool,
-    /// The cancel token fired first.
-    pub aborted: bool,
-    /// Escaped pids still holding the pipes (not killed).
-    pub leftover_pids: Vec<u32>,
-}
-
-/// Where a stream's bytes go.
-trait Sink: Send + Sync {
-    fn write(&self, bytes: &[u8]);
-}
-
-impl Sink for Mutex<HeadTail> {
-    fn write(&self, bytes: &[u8]) {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .write(bytes);
-    }
-}
-
-impl Sink for Mutex<OutputRing> {
-    fn write(&self, bytes: &[u8]) {
-        self.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .write(bytes);
-    }
-}
-
 /// The local bash executor. Cheap to clone; holds only configuration.
 #[derive(Debug, Clone, Default)]
 pub struct ShellExecutor {
@@ -197,7 +134,8 @@ impl ShellExecutor {
     }
 
     /// Fills and caps a request: timeout = `min(request ?? timeoutMs, maxTimeoutMs)` (ms, rounded
-    /// up), workdir resolved against the configured cwd, environment built per [`crate::env`].
+    /// up), workdir resolved against the configured cwd, environment built per
+    /// [`dsh_process::env`].
     ///
     /// # Errors
     /// [`ShellError::InvalidRequest`] for a blank command or a timeout that is not a positive
@@ -253,29 +191,16 @@ impl ShellExecutor {
         spec: &ShellExecSpec,
         cancel: CancellationToken,
     ) -> Result<ShellRunResult, ShellError> {
-        let out = Arc::new(Mutex::new(HeadTail::new(spec.stdout_max_bytes)));
-        let err = Arc::new(Mutex::new(HeadTail::new(spec.stderr_max_bytes)));
-        let child = spawn(spec)?;
-        let outcome = drive(
-            child,
-            spec,
-            Some(Duration::from_millis(spec.timeout_ms)),
-            cancel,
-            out.clone(),
-            err.clone(),
-        )
-        .await?;
-        let collect =
-            |m: &Mutex<HeadTail>| m.lock().unwrap_or_else(PoisonError::into_inner).finish();
+        let run = dsh_process::run(&process_spec(spec, true), cancel).await?;
         Ok(ShellRunResult {
-            exit_code: outcome.exit_code,
-            signal: outcome.signal,
-            timed_out: outcome.timed_out,
-            aborted: outcome.aborted,
+            exit_code: run.outcome.exit_code,
+            signal: run.outcome.signal,
+            timed_out: run.outcome.timed_out,
+            aborted: run.outcome.aborted,
             timeout_ms: spec.timeout_ms,
-            stdout: collect(&out),
-            stderr: collect(&err),
-            leftover_pids: outcome.leftover_pids,
+            stdout: run.stdout,
+            stderr: run.stderr,
+            leftover_pids: run.outcome.leftover_pids,
         })
     }
 
@@ -285,230 +210,23 @@ impl ShellExecutor {
     /// # Errors
     /// [`ShellError::Spawn`] if bash cannot be started (nothing is left running).
     pub fn start(&self, spec: &ShellExecSpec) -> Result<BackgroundProcess, ShellError> {
-        let cap = spec.stdout_max_bytes.max(spec.stderr_max_bytes);
-        let out = Arc::new(Mutex::new(OutputRing::new(cap)));
-        let err = Arc::new(Mutex::new(OutputRing::new(cap)));
-        let child = spawn(spec)?;
-        let pid = child.id().unwrap_or(0);
-        let cancel = CancellationToken::new();
-        let (tx, rx) = tokio::sync::watch::channel(None);
-        let spec2 = spec.clone();
-        let (o, e, c) = (out.clone(), err.clone(), cancel.clone());
-        tokio::spawn(async move {
-            let res = drive(child, &spec2, None, c, o, e).await;
-            let outcome = res.unwrap_or_else(|e| {
-                tracing::warn!(target: "dsh_tool_shell", "background process failed: {e}");
-                ProcessOutcome {
-                    exit_code: None,
-                    signal: None,
-                    timed_out: false,
-                    aborted: false,
-                    leftover_pids: Vec::new(),
-                }
-            });
-            let _ = tx.send(Some(outcome));
-        });
-        Ok(BackgroundProcess {
-            pid,
-            cancel,
-            out,
-            err,
-            done: rx,
-        })
+        Ok(dsh_process::start(&process_spec(spec, false))?)
     }
 }
 
-/// A running (or finished) background process. Output stays readable after exit.
-#[derive(Debug, Clone)]
-pub struct BackgroundProcess {
-    pid: u32,
-    cancel: CancellationToken,
-    out: Arc<Mutex<OutputRing>>,
-    err: Arc<Mutex<OutputRing>>,
-    done: tokio::sync::watch::Receiver<Option<ProcessOutcome>>,
-}
-
-impl BackgroundProcess {
-    /// The shell's pid (= its process-group id).
-    pub fn pid(&self) -> u32 {
-        self.pid
+/// The process executor's spec for `bash -c <command>` (`timeout`: the spec's timeout applies).
+fn process_spec(spec: &ShellExecSpec, timeout: bool) -> ProcessSpec {
+    ProcessSpec {
+        program: "bash".into(),
+        args: vec!["-c".into(), spec.command.clone().into()],
+        workdir: spec.workdir.clone(),
+        env: spec.env.clone(),
+        timeout_ms: timeout.then_some(spec.timeout_ms),
+        stdout_max_bytes: spec.stdout_max_bytes,
+        stderr_max_bytes: spec.stderr_max_bytes,
+        kill_grace_ms: spec.kill_grace_ms,
+        drain_grace_ms: spec.drain_grace_ms,
     }
-
-    /// Requests termination of the whole group (SIGTERM, SIGKILL after the grace). Idempotent.
-    pub fn kill(&self) {
-        self.cancel.cancel();
-    }
-
-    /// The outcome once finished, `None` while running.
-    pub fn outcome(&self) -> Option<ProcessOutcome> {
-        self.done.borrow().clone()
-    }
-
-    /// Waits until the process (and its group) has finished.
-    pub async fn wait(&self) -> ProcessOutcome {
-        let mut rx = self.done.clone();
-        loop {
-            if let Some(o) = rx.borrow_and_update().clone() {
-                return o;
-            }
-            if rx.changed().await.is_err() {
-                return rx.borrow().clone().unwrap_or(ProcessOutcome {
-                    exit_code: None,
-                    signal: None,
-                    timed_out: false,
-                    aborted: false,
-                    leftover_pids: Vec::new(),
-                });
-            }
-        }
-    }
-
-    /// Consumes output written since the previous read: stdout delta, then `[stderr]\n` + the
-    /// stderr delta when non-empty, then `[some output was dropped from memory]` when unread
-    /// bytes were lost to the ring cap.
-    pub fn read_output(&self) -> String {
-        let finished = self.outcome().is_some();
-        let o = self
-            .out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .read(finished);
-        let e = self
-            .err
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .read(finished);
-        let mut text = o.text;
-        if !e.text.is_empty() {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str("[stderr]\n");
-            text.push_str(&e.text);
-        }
-        if o.lossy || e.lossy {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str("[some output was dropped from memory]");
-        }
-        text
-    }
-}
-
-fn spawn(spec: &ShellExecSpec) -> Result<tokio::process::Child, ShellError> {
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.workdir)
-        .env_clear()
-        .envs(&spec.env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    cmd.spawn().map_err(ShellError::Spawn)
-}
-
-async fn pump(mut r: impl AsyncRead + Unpin, sink: Arc<dyn Sink>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => sink.write(&buf[..n]),
-        }
-    }
-}
-
-async fn sleep_or_forever(d: Option<Duration>) {
-    match d {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// SIGKILLs a process group when dropped while armed.
-struct GroupGuard {
-    pgid: u32,
-    armed: bool,
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if self.armed && self.pgid != 0 {
-            proc::signal_group(self.pgid, rustix::process::Signal::KILL);
-        }
-    }
-}
-
-/// Drives one spawned child to completion per the module-level lifecycle.
-async fn drive(
-    mut child: tokio::process::Child,
-    spec: &ShellExecSpec,
-    timeout: Option<Duration>,
-    cancel: CancellationToken,
-    out: Arc<dyn Sink>,
-    err: Arc<dyn Sink>,
-) -> Result<ProcessOutcome, ShellError> {
-    let pgid = child.id().unwrap_or(0);
-    // If this future is dropped mid-way (a caller that does not drain), the group is SIGKILLed.
-    let mut guard = GroupGuard { pgid, armed: true };
-    let grace = Duration::from_millis(spec.kill_grace_ms);
-    let mut inodes = Vec::new();
-    let mut readers: Vec<JoinHandle<()>> = Vec::new();
-    if let Some(s) = child.stdout.take() {
-        inodes.extend(proc::pipe_inode(s.as_raw_fd()));
-        readers.push(tokio::spawn(pump(s, out)));
-    }
-    if let Some(s) = child.stderr.take() {
-        inodes.extend(proc::pipe_inode(s.as_raw_fd()));
-        readers.push(tokio::spawn(pump(s, err)));
-    }
-    let mut cause = None;
-    let waited = tokio::select! {
-        s = child.wait() => Some(s),
-        () = sleep_or_forever(timeout) => { cause = Some(Cause::Timeout); None }
-        () = cancel.cancelled() => { cause = Some(Cause::Cancel); None }
-    };
-    let status = match waited {
-        Some(s) => s.map_err(ShellError::Wait)?,
-        None => {
-            proc::terminate_group(pgid, grace).await;
-            match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-                Ok(s) => s.map_err(ShellError::Wait)?,
-                Err(_) => {
-                    let _ = child.start_kill();
-                    child.wait().await.map_err(ShellError::Wait)?
-                }
-            }
-        }
-    };
-    // Whatever is left of the group is terminated: the call owns everything it started.
-    proc::terminate_group(pgid, grace).await;
-    guard.armed = false;
-    // Drain with a bounded grace; a reader still blocked means an escaped writer.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(spec.drain_grace_ms);
-    let mut leftover = Vec::new();
-    let mut stuck = false;
-    for r in &mut readers {
-        if tokio::time::timeout_at(deadline, &mut *r).await.is_err() {
-            stuck = true;
-        }
-    }
-    if stuck {
-        leftover = proc::pipe_holders(&inodes);
-        for r in &readers {
-            r.abort();
-        }
-    }
-    Ok(ProcessOutcome {
-        exit_code: status.code(),
-        signal: status.signal().map(proc::signal_name),
-        timed_out: cause == Some(Cause::Timeout),
-        aborted: cause == Some(Cause::Cancel),
-        leftover_pids: leftover,
-    })
 }
 
 /// The model-facing text of a foreground result (upstream `renderResult` plus dsh markers):
@@ -516,7 +234,9 @@ async fn drive(
 /// empty; then, each on its own line: `[output contained invalid UTF-8; decoded lossily]`,
 /// `[still running after the call: pid <p>, … (left the process group and kept the output pipe
 /// open; not killed)]`, `[timed out after <ms>ms]`, and last `[killed by signal: <SIG>]` or
-/// `[exit code: <n>]` for a non-zero exit.
+/// `[exit code: <n>]` for a non-zero exit; after all of them, when the failed command printed
+/// a sign of wanting a terminal ([`dsh_process::wanted_terminal`]), the
+/// [`dsh_process::NO_TERMINAL_NOTE`].
 pub fn render_result(r: &ShellRunResult) -> String {
     let mut body = r.stdout.text.clone();
     if !r.stderr.text.is_empty() {
@@ -547,6 +267,10 @@ pub fn render_result(r: &ShellRunResult) -> String {
         markers.push(format!("[killed by signal: {sig}]"));
     } else if let Some(code) = r.exit_code.filter(|c| *c != 0) {
         markers.push(format!("[exit code: {code}]"));
+    }
+    let failed = r.signal.is_some() || r.exit_code.is_some_and(|c| c != 0);
+    if dsh_process::wanted_terminal(failed, &r.stdout.text, &r.stderr.text) {
+        markers.push(dsh_process::NO_TERMINAL_NOTE.to_owned());
     }
     if markers.is_empty() {
         return body;

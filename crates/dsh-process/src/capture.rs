@@ -2,7 +2,7 @@
 //! background jobs. Memory stays bounded however much a command writes; totals (bytes, lines)
 //! are always counted, and non-UTF-8 output is decoded lossily and flagged.
 //!
-//! Behaviour notes: `docs/tools.md` ("Shell and job tools": bug case BC-20 — keep head and
+//! Behaviour notes: `docs/tools.md` ("Process executor"; "Shell and job tools": bug case BC-20 — keep head and
 //! tail, explicit marker with totals and omitted amount, a single huge line is cut by bytes —
 //! and upstream's `CollectedOutput`).
 

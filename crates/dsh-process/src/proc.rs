@@ -3,8 +3,8 @@
 //! escalation over a whole group (via `rustix`, a safe wrapper over `kill(2)`), the pids that
 //! still hold a given pipe open (a `/proc/*/fd` scan), and signal names.
 //!
-//! Behaviour notes: `docs/tools.md` ("Shell and job tools": bug cases BC-18, BC-19, BC-22 —
-//! kill the whole group, report escaped pids).
+//! Behaviour notes: `docs/tools.md` ("Process executor"; "Shell and job tools": bug cases
+//! BC-18, BC-19, BC-22 — kill the whole group, report escaped pids).
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,11 +1,14 @@
-//! The child environment: the ambient environment minus credential-shaped names and minus
-//! ambient `DSH_*`, then model-friendly terminal overrides, then caller entries, then managed
-//! `DSH_*` facts (upstream order: scrubbed ambient → `env` → `dshEnv`).
+//! The child environment: the ambient environment minus credential-shaped names, minus the
+//! password helpers ([`UNSET_NAMES`]) and minus ambient `DSH_*`, then the non-interactive
+//! overrides ([`ENV_OVERRIDES`]), then caller entries, then managed `DSH_*` facts (upstream
+//! order: scrubbed ambient → `env` → `dshEnv`).
 //!
-//! Behaviour notes: `docs/tools.md` ("Shell and job tools": env order); the scrub pattern is upstream's
-//! `SENSITIVE_ENV_PATTERN` (`KEY|PASSWORD|SECRET|TOKEN`, case-insensitive) plus `PASSWD` and
-//! `CREDENTIAL`. `PATH`, `HOME`, `LANG`/`LC_*`, `USER`, `SHELL`, proxies and everything else that
-//! does not look like a credential survive; `TERM` is forced to `dumb`.
+//! Behaviour notes: `docs/tools.md` ("Process executor" and "Shell and job tools": env order);
+//! the scrub pattern is upstream's `SENSITIVE_ENV_PATTERN` (`KEY|PASSWORD|SECRET|TOKEN`,
+//! case-insensitive) plus `PASSWD` and `CREDENTIAL`. `PATH`, `HOME`, `LANG`/`LC_*`, `USER`,
+//! `SHELL`, proxies and everything else that does not look like a credential survive; `TERM` is
+//! forced to `dumb`; git never prompts (`GIT_TERMINAL_PROMPT=0`) and every editor is `true`
+//! (a dsh addition: the child has no terminal to prompt on).
 
 use std::collections::BTreeMap;
 
@@ -17,12 +20,32 @@ pub const SENSITIVE_NAME_PARTS: &[&str] =
     &["KEY", "PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL"];
 
 /// Overrides that keep tool output free of colours, pagers and interactive terminal features
-/// (upstream `ENV_OVERRIDES`). Applied after the scrub and before caller entries.
+/// (upstream `ENV_OVERRIDES`: the first four), and keep commands from waiting for an answer
+/// nobody can give (dsh: the child runs without a terminal): git fails instead of asking for
+/// credentials, an editor git or another tool opens exits at once, leaving the text unchanged.
+/// Applied after the scrub and before caller entries.
 pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("NO_COLOR", "1"),
     ("TERM", "dumb"),
     ("PAGER", "cat"),
     ("GIT_PAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GCM_INTERACTIVE", "never"),
+    ("GIT_EDITOR", "true"),
+    ("GIT_SEQUENCE_EDITOR", "true"),
+    ("EDITOR", "true"),
+    ("VISUAL", "true"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+];
+
+/// Ambient variables removed from the child environment: password helpers that would open a
+/// window or a prompt (`GIT_ASKPASS`, `SSH_ASKPASS`, `SUDO_ASKPASS`) and `SSH_ASKPASS_REQUIRE`
+/// (which makes ssh use one). Without them git and ssh fail with a message instead of asking.
+pub const UNSET_NAMES: &[&str] = &[
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "SSH_ASKPASS_REQUIRE",
+    "SUDO_ASKPASS",
 ];
 
 /// True if `name` looks like a credential (`*_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`…).
@@ -31,8 +54,8 @@ pub fn is_sensitive_name(name: &str) -> bool {
     SENSITIVE_NAME_PARTS.iter().any(|p| upper.contains(p))
 }
 
-/// The scrubbed ambient environment of this process (sorted by name): credential-shaped names
-/// and every `DSH_*` name removed. Non-UTF-8 entries are dropped.
+/// The scrubbed ambient environment of this process (sorted by name): credential-shaped names,
+/// [`UNSET_NAMES`] and every `DSH_*` name removed. Non-UTF-8 entries are dropped.
 pub fn scrubbed_ambient() -> BTreeMap<String, String> {
     scrub(
         std::env::vars_os()
@@ -44,7 +67,9 @@ pub fn scrubbed_ambient() -> BTreeMap<String, String> {
 pub fn scrub(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
     vars.into_iter()
         .filter(|(k, _)| {
-            !is_sensitive_name(k) && !k.to_ascii_uppercase().starts_with(DSH_ENV_PREFIX)
+            !is_sensitive_name(k)
+                && !UNSET_NAMES.contains(&k.as_str())
+                && !k.to_ascii_uppercase().starts_with(DSH_ENV_PREFIX)
         })
         .collect()
 }
@@ -88,6 +113,8 @@ mod tests {
                 ("DB_PASSWORD", "x"),
                 ("DSH_SESSION", "stale"),
                 ("TERM", "xterm"),
+                ("GIT_ASKPASS", "/usr/lib/ssh/ssh-askpass"),
+                ("SSH_ASKPASS", "/usr/lib/ssh/ssh-askpass"),
             ]
             .map(|(a, b)| (a.to_string(), b.to_string())),
         );
@@ -111,5 +138,11 @@ mod tests {
         assert_eq!(got.get("DSH_X").map(String::as_str), Some("managed"));
         assert_eq!(got.get("OTHER"), None);
         assert_eq!(got.get("PAGER").map(String::as_str), Some("cat"));
+        assert_eq!(
+            got.get("GIT_TERMINAL_PROMPT").map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(got.get("GIT_EDITOR").map(String::as_str), Some("true"));
+        assert_eq!(got.get("EDITOR").map(String::as_str), Some("true"));
     }
 }

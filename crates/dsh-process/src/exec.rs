@@ -1,0 +1,403 @@
+//! Running one command: [`ProcessSpec`] → [`run`] (foreground, bounded head+tail capture) or
+//! [`start`] (background, output rings, a [`BackgroundProcess`] handle).
+//!
+//! Lifecycle of one run:
+//! 1. spawn in a new session ([`spawn`]: `setsid`, so the child has no controlling terminal and
+//!    its pid is its session and process-group id), stdin `/dev/null`, the environment exactly
+//!    [`ProcessSpec::env`];
+//! 2. wait for the child to exit, the timeout, or the cancel token (first cause wins; a timeout
+//!    sets `timed_out`, a cancel sets `aborted`, never both);
+//! 3. on timeout/cancel: SIGTERM the group, SIGKILL after `kill_grace_ms`, reap the child;
+//! 4. after the child exited (any path): terminate the group's remaining members the same way —
+//!    a plain `sleep 1000 &` never outlives the run;
+//! 5. drain stdout/stderr until EOF or `drain_grace_ms`; if a reader is still blocked, the pids
+//!    that still hold the pipes (processes that left the group, e.g. via `setsid`) are reported
+//!    in `leftover_pids` and reading stops.
+//!
+//! Behaviour notes: `docs/tools.md` ("Process executor"; bug cases BC-18..BC-22 under "Shell
+//! and job tools").
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::{CollectedOutput, HeadTail, OutputRing};
+use crate::error::ProcessError;
+use crate::proc;
+
+/// A fully resolved command to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessSpec {
+    /// The program (looked up in the `PATH` of this process, as `std::process::Command` does).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Absolute, existing working directory.
+    pub workdir: PathBuf,
+    /// The complete child environment (nothing is inherited; build it with
+    /// [`crate::env::child_env`]).
+    pub env: BTreeMap<String, String>,
+    /// Foreground timeout (ms); `None` = none. [`start`] ignores it.
+    pub timeout_ms: Option<u64>,
+    /// Stdout cap (bytes): head+tail for [`run`], ring size (the larger of both) for [`start`].
+    pub stdout_max_bytes: usize,
+    /// Stderr cap (bytes).
+    pub stderr_max_bytes: usize,
+    /// SIGTERM→SIGKILL grace (ms).
+    pub kill_grace_ms: u64,
+    /// Pipe drain grace (ms).
+    pub drain_grace_ms: u64,
+}
+
+/// Facts of one finished process (foreground runs and background processes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessOutcome {
+    /// Exit code, `None` when signal-killed.
+    pub exit_code: Option<i32>,
+    /// Terminating signal name (e.g. `SIGTERM`).
+    pub signal: Option<String>,
+    /// The timeout fired first.
+    pub timed_out: bool,
+    /// The cancel token fired first.
+    pub aborted: bool,
+    /// Escaped pids still holding the pipes (not killed).
+    pub leftover_pids: Vec<u32>,
+}
+
+impl ProcessOutcome {
+    /// The outcome of a process whose driver failed (nothing known about its exit).
+    pub fn unknown() -> Self {
+        Self {
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            aborted: false,
+            leftover_pids: Vec::new(),
+        }
+    }
+}
+
+/// A finished foreground run: its [`ProcessOutcome`] and both captured streams.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRun {
+    /// How it ended.
+    pub outcome: ProcessOutcome,
+    /// Captured stdout (head+tail within `stdout_max_bytes`).
+    pub stdout: CollectedOutput,
+    /// Captured stderr (head+tail within `stderr_max_bytes`).
+    pub stderr: CollectedOutput,
+}
+
+/// Why a run was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Timeout,
+    Cancel,
+}
+
+/// Where a stream's bytes go.
+trait Sink: Send + Sync {
+    fn write(&self, bytes: &[u8]);
+}
+
+impl Sink for Mutex<HeadTail> {
+    fn write(&self, bytes: &[u8]) {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .write(bytes);
+    }
+}
+
+impl Sink for Mutex<OutputRing> {
+    fn write(&self, bytes: &[u8]) {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .write(bytes);
+    }
+}
+
+/// Runs `spec` in the foreground until it exits, times out or `cancel` fires.
+///
+/// # Errors
+/// [`ProcessError::Spawn`] if the program cannot be started, [`ProcessError::Wait`] if reaping
+/// fails. Non-zero exits, signals, timeouts and cancellation are outcomes, not errors.
+pub async fn run(
+    spec: &ProcessSpec,
+    cancel: CancellationToken,
+) -> Result<ProcessRun, ProcessError> {
+    let out = Arc::new(Mutex::new(HeadTail::new(spec.stdout_max_bytes)));
+    let err = Arc::new(Mutex::new(HeadTail::new(spec.stderr_max_bytes)));
+    let child = spawn(spec)?;
+    let outcome = drive(
+        child,
+        spec,
+        spec.timeout_ms.map(Duration::from_millis),
+        cancel,
+        out.clone(),
+        err.clone(),
+    )
+    .await?;
+    let collect = |m: &Mutex<HeadTail>| m.lock().unwrap_or_else(PoisonError::into_inner).finish();
+    Ok(ProcessRun {
+        outcome,
+        stdout: collect(&out),
+        stderr: collect(&err),
+    })
+}
+
+/// Starts `spec` as a background process (no timeout): output goes to two rings of
+/// `max(stdout, stderr)` cap bytes each; the returned handle reads, kills and awaits it. Needs a
+/// tokio runtime (the driver is a spawned task).
+///
+/// # Errors
+/// [`ProcessError::Spawn`] if the program cannot be started (nothing is left running).
+pub fn start(spec: &ProcessSpec) -> Result<BackgroundProcess, ProcessError> {
+    let cap = spec.stdout_max_bytes.max(spec.stderr_max_bytes);
+    let out = Arc::new(Mutex::new(OutputRing::new(cap)));
+    let err = Arc::new(Mutex::new(OutputRing::new(cap)));
+    let child = spawn(spec)?;
+    let pid = child.id().unwrap_or(0);
+    let cancel = CancellationToken::new();
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let spec2 = spec.clone();
+    let (o, e, c) = (out.clone(), err.clone(), cancel.clone());
+    tokio::spawn(async move {
+        let res = drive(child, &spec2, None, c, o, e).await;
+        let outcome = res.unwrap_or_else(|e| {
+            tracing::warn!(target: "dsh_process", "background process failed: {e}");
+            ProcessOutcome::unknown()
+        });
+        let _ = tx.send(Some(outcome));
+    });
+    Ok(BackgroundProcess {
+        pid,
+        cancel,
+        out,
+        err,
+        done: rx,
+    })
+}
+
+/// A running (or finished) background process. Output stays readable after exit.
+#[derive(Debug, Clone)]
+pub struct BackgroundProcess {
+    pid: u32,
+    cancel: CancellationToken,
+    out: Arc<Mutex<OutputRing>>,
+    err: Arc<Mutex<OutputRing>>,
+    done: tokio::sync::watch::Receiver<Option<ProcessOutcome>>,
+}
+
+impl BackgroundProcess {
+    /// The child's pid (= its session and process-group id).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Requests termination of the whole group (SIGTERM, SIGKILL after the grace). Idempotent.
+    pub fn kill(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The outcome once finished, `None` while running.
+    pub fn outcome(&self) -> Option<ProcessOutcome> {
+        self.done.borrow().clone()
+    }
+
+    /// Waits until the process (and its group) has finished.
+    pub async fn wait(&self) -> ProcessOutcome {
+        let mut rx = self.done.clone();
+        loop {
+            if let Some(o) = rx.borrow_and_update().clone() {
+                return o;
+            }
+            if rx.changed().await.is_err() {
+                return rx.borrow().clone().unwrap_or_else(ProcessOutcome::unknown);
+            }
+        }
+    }
+
+    /// Consumes output written since the previous read: stdout delta, then `[stderr]\n` + the
+    /// stderr delta when non-empty, then `[some output was dropped from memory]` when unread
+    /// bytes were lost to the ring cap.
+    pub fn read_output(&self) -> String {
+        let finished = self.outcome().is_some();
+        let o = self
+            .out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read(finished);
+        let e = self
+            .err
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read(finished);
+        let mut text = o.text;
+        if !e.text.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("[stderr]\n");
+            text.push_str(&e.text);
+        }
+        if o.lossy || e.lossy {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("[some output was dropped from memory]");
+        }
+        text
+    }
+}
+
+/// Spawns `spec` detached from dsh's terminal: a new session (`setsid`, so no controlling
+/// terminal: opening `/dev/tty` fails with `ENXIO` instead of prompting the user, and the
+/// terminal's signals do not reach it), stdin `/dev/null`, piped stdout/stderr, the environment
+/// exactly `spec.env`, killed if the handle is dropped.
+///
+/// # Errors
+/// [`ProcessError::Spawn`] (missing program, bad working directory, `setsid` refused).
+pub fn spawn(spec: &ProcessSpec) -> Result<tokio::process::Child, ProcessError> {
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.workdir)
+        .env_clear()
+        .envs(&spec.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    new_session(&mut cmd);
+    cmd.spawn().map_err(ProcessError::Spawn)
+}
+
+/// Makes the child call `setsid(2)` before it executes the program. The standard library has no
+/// stable safe way to ask for a new session (`CommandExt::process_group` only moves the child
+/// to another process group of the same session, which keeps the controlling terminal), so
+/// this is the crate's one `unsafe` block.
+#[allow(
+    unsafe_code,
+    reason = "pre_exec is the only way to setsid the child; see SAFETY"
+)]
+fn new_session(cmd: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the forked child between fork and exec, where only
+    // async-signal-safe work is allowed. It makes one `setsid` system call through rustix (a
+    // direct syscall: no allocation, no lock, no libc state) and turns a failure into an
+    // `io::Error` from the raw errno (no allocation). It touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()
+                .map(drop)
+                .map_err(|e| std::io::Error::from_raw_os_error(e.raw_os_error()))
+        });
+    }
+}
+
+async fn pump(mut r: impl AsyncRead + Unpin, sink: Arc<dyn Sink>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => sink.write(&buf[..n]),
+        }
+    }
+}
+
+async fn sleep_or_forever(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SIGKILLs a process group when dropped while armed.
+struct GroupGuard {
+    pgid: u32,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed && self.pgid != 0 {
+            proc::signal_group(self.pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// Drives one spawned child to completion per the module-level lifecycle.
+async fn drive(
+    mut child: tokio::process::Child,
+    spec: &ProcessSpec,
+    timeout: Option<Duration>,
+    cancel: CancellationToken,
+    out: Arc<dyn Sink>,
+    err: Arc<dyn Sink>,
+) -> Result<ProcessOutcome, ProcessError> {
+    let pgid = child.id().unwrap_or(0);
+    // If this future is dropped mid-way (a caller that does not drain), the group is SIGKILLed.
+    let mut guard = GroupGuard { pgid, armed: true };
+    let grace = Duration::from_millis(spec.kill_grace_ms);
+    let mut inodes = Vec::new();
+    let mut readers: Vec<JoinHandle<()>> = Vec::new();
+    if let Some(s) = child.stdout.take() {
+        inodes.extend(proc::pipe_inode(s.as_raw_fd()));
+        readers.push(tokio::spawn(pump(s, out)));
+    }
+    if let Some(s) = child.stderr.take() {
+        inodes.extend(proc::pipe_inode(s.as_raw_fd()));
+        readers.push(tokio::spawn(pump(s, err)));
+    }
+    let mut cause = None;
+    let waited = tokio::select! {
+        s = child.wait() => Some(s),
+        () = sleep_or_forever(timeout) => { cause = Some(Cause::Timeout); None }
+        () = cancel.cancelled() => { cause = Some(Cause::Cancel); None }
+    };
+    let status = match waited {
+        Some(s) => s.map_err(ProcessError::Wait)?,
+        None => {
+            proc::terminate_group(pgid, grace).await;
+            match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                Ok(s) => s.map_err(ProcessError::Wait)?,
+                Err(_) => {
+                    let _ = child.start_kill();
+                    child.wait().await.map_err(ProcessError::Wait)?
+                }
+            }
+        }
+    };
+    // Whatever is left of the group is terminated: the run owns everything it started.
+    proc::terminate_group(pgid, grace).await;
+    guard.armed = false;
+    // Drain with a bounded grace; a reader still blocked means an escaped writer.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(spec.drain_grace_ms);
+    let mut leftover = Vec::new();
+    let mut stuck = false;
+    for r in &mut readers {
+        if tokio::time::timeout_at(deadline, &mut *r).await.is_err() {
+            stuck = true;
+        }
+    }
+    if stuck {
+        leftover = proc::pipe_holders(&inodes);
+        for r in &readers {
+            r.abort();
+        }
+    }
+    Ok(ProcessOutcome {
+        exit_code: status.code(),
+        signal: status.signal().map(proc::signal_name),
+        timed_out: cause == Some(Cause::Timeout),
+        aborted: cause == Some(Cause::Cancel),
+        leftover_pids: leftover,
+    })
+}

@@ -1,0 +1,99 @@
+//! The process executor with real processes: a child runs in a session of its own (no
+//! controlling terminal), with stdin `/dev/null` and exactly the environment it was given, and a
+//! timeout terminates its whole group.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test")]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dsh_process::{ProcessSpec, run};
+use tokio_util::sync::CancellationToken;
+
+fn bash(command: &str, env: BTreeMap<String, String>) -> ProcessSpec {
+    ProcessSpec {
+        program: "bash".into(),
+        args: vec!["-c".into(), command.into()],
+        workdir: std::env::temp_dir(),
+        env,
+        timeout_ms: Some(20_000),
+        stdout_max_bytes: 64_000,
+        stderr_max_bytes: 64_000,
+        kill_grace_ms: 500,
+        drain_grace_ms: 500,
+    }
+}
+
+fn path_only() -> BTreeMap<String, String> {
+    BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())])
+}
+
+/// `/proc/<pid>/stat` fields 5..=7 of the shell: process group, session, controlling tty.
+#[tokio::test]
+async fn the_child_leads_a_new_session_without_a_terminal() {
+    let r = run(
+        &bash(
+            r#"read -r stat < /proc/$$/stat; set -- ${stat##*) }; echo "$$ $3 $4 $5""#,
+            path_only(),
+        ),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outcome.exit_code, Some(0), "{r:?}");
+    let fields: Vec<u64> = r
+        .stdout
+        .text
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let [pid, pgrp, session, tty] = fields[..] else {
+        panic!("{:?}", r.stdout.text)
+    };
+    assert_eq!(pgrp, pid, "process group");
+    assert_eq!(session, pid, "session");
+    assert_eq!(tty, 0, "controlling terminal");
+    // Opening the terminal fails at once instead of prompting.
+    let r = run(
+        &bash("exec 3</dev/tty", path_only()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outcome.exit_code, Some(1));
+    assert!(
+        dsh_process::wanted_terminal(true, &r.stdout.text, &r.stderr.text),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn stdin_is_empty_and_the_environment_is_exactly_the_given_one() {
+    let env = BTreeMap::from([
+        ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+        ("ONLY".to_owned(), "this".to_owned()),
+    ]);
+    let r = run(
+        &bash(r#"cat; echo "[${ONLY}] [${HOME-unset}]""#, env),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.stdout.text, "[this] [unset]\n");
+}
+
+#[tokio::test]
+async fn a_timeout_terminates_the_whole_group() {
+    let mut spec = bash("sleep 30 & echo $!; wait", path_only());
+    spec.timeout_ms = Some(300);
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(&spec, CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(r.outcome.timed_out);
+    let sleeper: u32 = r.stdout.text.trim().parse().unwrap();
+    assert!(!dsh_process::proc::pid_alive(sleeper));
+}
