@@ -501,3 +501,100 @@ fn commands_that_want_a_terminal_fail_at_once_under_a_real_terminal() {
 fn dsh_process_note() -> &'static str {
     "[no terminal: this command runs without a terminal and with stdin from /dev/null, so it cannot prompt for passwords, credentials or editor input; run it non-interactively (pass input by flags, files or environment, use batch/--yes options)]"
 }
+
+// ---------------------------------------------------------------------------------------------
+// The interactive shell
+// ---------------------------------------------------------------------------------------------
+
+/// `dsh` (the interactive shell) with stdin piped and kept open; returns the child.
+fn interactive(env: &Env, url: &str, args: &[&str]) -> std::process::Child {
+    let mut cmd = env.dsh(url, args);
+    cmd.stdin(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+/// Waits for `child` to exit, killing it and failing after [`HANG_LIMIT`].
+fn wait_exit(mut child: std::process::Child, what: &str) -> (ExitStatus, String) {
+    let pid = child.id();
+    let stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(HANG_LIMIT) {
+        Ok(s) => s.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("dsh did not exit: {what}");
+        }
+    };
+    (status, err_reader.join().unwrap())
+}
+
+#[test]
+fn the_interactive_shell_honours_max_steps() {
+    use std::io::Write;
+    let env = Env::new();
+    let replay = Replay::start(endless_tool_caller());
+    let mut child = interactive(&env, &replay.url(), &["--max-steps", "2"]);
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "loop").unwrap();
+    // The turn ends at the limit; then end of input ends the shell.
+    let deadline = Instant::now() + HANG_LIMIT;
+    while replay.chat_requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the turn never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stdin);
+    let (status, stderr) = wait_exit(child, "after end of input");
+    assert_eq!(code(status), 0, "{stderr}");
+    assert_eq!(replay.chat_requests().len(), 2);
+    assert!(
+        stderr.contains("\nstopped at the step limit (2 steps)\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sighup_ends_the_interactive_shell_without_an_orphan() {
+    use std::io::Write;
+    let env = Env::new();
+    let pid_file = env.repo.join("sleep.pid");
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {
+            "command": "echo $$ > sleep.pid; exec sleep 300",
+            "description": "Wait a long time"
+        }]]},
+        {"text": "never served"},
+    ]));
+    let mut child = interactive(&env, &replay.url(), &[]);
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "wait").unwrap();
+    let sleep_pid: u32 = wait_for_line(&pid_file).parse().unwrap();
+    let status = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (status, stderr) = wait_exit(child, "after SIGHUP");
+    assert_gone(sleep_pid, "sleep");
+    assert_eq!(status.code(), Some(130), "{status}: {stderr}");
+    assert!(stderr.contains(" saved\n"), "{stderr}");
+    drop(stdin);
+    // The saved session closed the turn: it loads without repair.
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("session ")?.strip_suffix(" saved"))
+        .unwrap()
+        .to_owned();
+    let loaded = env.store().inspect(&id).unwrap();
+    assert_eq!(loaded.repair, RepairReport::default());
+    let last = loaded.events.last().unwrap().to_value();
+    assert_eq!(last["type"], "turn/end");
+    assert_eq!(last["data"]["reason"]["kind"], "aborted");
+}
