@@ -2,9 +2,9 @@
 //! [`start`] (background, output rings, a [`BackgroundProcess`] handle).
 //!
 //! Lifecycle of one run:
-//! 1. spawn in a new session ([`spawn`]: `setsid`, so the child has no controlling terminal and
-//!    its pid is its session and process-group id), stdin `/dev/null`, the environment exactly
-//!    [`ProcessSpec::env`];
+//! 1. spawn in a new session ([`spawn`]: through the `setsid` program, so the child has no
+//!    controlling terminal and its pid is its session and process-group id), stdin `/dev/null`,
+//!    the environment exactly [`ProcessSpec::env`];
 //! 2. wait for the child to exit, the timeout, or the cancel token (first cause wins; a timeout
 //!    sets `timed_out`, a cancel sets `aborted`, never both);
 //! 3. on timeout/cancel: SIGTERM the group, SIGKILL after `kill_grace_ms`, reap the child;
@@ -18,12 +18,12 @@
 //! and job tools").
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -259,15 +259,44 @@ impl BackgroundProcess {
     }
 }
 
-/// Spawns `spec` detached from dsh's terminal: a new session (`setsid`, so no controlling
-/// terminal: opening `/dev/tty` fails with `ENXIO` instead of prompting the user, and the
-/// terminal's signals do not reach it), stdin `/dev/null`, piped stdout/stderr, the environment
-/// exactly `spec.env`, killed if the handle is dropped.
+/// Spawns `spec` detached from dsh's terminal: in a new session (no controlling terminal:
+/// opening `/dev/tty` fails with `ENXIO` instead of prompting the user, and the terminal's
+/// signals do not reach it; the child's pid is its session and process-group id), stdin
+/// `/dev/null`, piped stdout/stderr, the environment exactly `spec.env`, killed if the handle is
+/// dropped.
+///
+/// The new session comes from the `setsid` program (util-linux, busybox): the child is spawned
+/// as `setsid -- <program> <args>`, and `setsid`, which is not a process-group leader, calls
+/// `setsid(2)` and executes the program in the same process. The standard library has no stable
+/// safe way to ask for a new session, and a `pre_exec` hook would need `unsafe` and would make
+/// every spawn a full `fork` (slower, and the forked child holds copies of dsh's descriptors
+/// until it executes). Without a `setsid` program on `PATH` the child falls back to a process
+/// group of its own in dsh's session (it keeps the terminal; a warning is logged once).
+/// `program` is looked up on the `PATH` of `spec.env` (else of this process) first, so a missing
+/// program is a spawn error as with a plain spawn.
 ///
 /// # Errors
-/// [`ProcessError::Spawn`] (missing program, bad working directory, `setsid` refused).
+/// [`ProcessError::Spawn`] (missing program, bad working directory).
 pub fn spawn(spec: &ProcessSpec) -> Result<tokio::process::Child, ProcessError> {
-    let mut cmd = tokio::process::Command::new(&spec.program);
+    let mut cmd = match setsid_program() {
+        Some(setsid) => {
+            let program = find_program(&spec.program, spec.env.get("PATH").map(OsStr::new))
+                .ok_or_else(|| {
+                    ProcessError::Spawn(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("{} not found", Path::new(&spec.program).display()),
+                    ))
+                })?;
+            let mut cmd = tokio::process::Command::new(setsid);
+            cmd.arg("--").arg(program);
+            cmd
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(&spec.program);
+            cmd.process_group(0);
+            cmd
+        }
+    };
     cmd.args(&spec.args)
         .current_dir(&spec.workdir)
         .env_clear()
@@ -276,30 +305,42 @@ pub fn spawn(spec: &ProcessSpec) -> Result<tokio::process::Child, ProcessError> 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    new_session(&mut cmd);
     cmd.spawn().map_err(ProcessError::Spawn)
 }
 
-/// Makes the child call `setsid(2)` before it executes the program. The standard library has no
-/// stable safe way to ask for a new session (`CommandExt::process_group` only moves the child
-/// to another process group of the same session, which keeps the controlling terminal), so
-/// this is the crate's one `unsafe` block.
-#[allow(
-    unsafe_code,
-    reason = "pre_exec is the only way to setsid the child; see SAFETY"
-)]
-fn new_session(cmd: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the forked child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes one `setsid` system call through rustix (a
-    // direct syscall: no allocation, no lock, no libc state) and turns a failure into an
-    // `io::Error` from the raw errno (no allocation). It touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid()
-                .map(drop)
-                .map_err(|e| std::io::Error::from_raw_os_error(e.raw_os_error()))
-        });
+/// The `setsid` program on this process's `PATH` (looked up once), `None` without one.
+fn setsid_program() -> Option<&'static Path> {
+    static SETSID: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SETSID
+        .get_or_init(|| {
+            let found = find_program(OsStr::new("setsid"), None);
+            if found.is_none() {
+                tracing::warn!(
+                    target: "dsh_process",
+                    "no `setsid` program on PATH: commands keep dsh's controlling terminal"
+                );
+            }
+            found
+        })
+        .as_deref()
+}
+
+/// `program` resolved as `execvp` would: a name with a `/` as is, else the first executable
+/// file of that name in `path` (default: this process's `PATH`).
+fn find_program(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let candidate = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        return Some(candidate.to_path_buf());
     }
+    let own = std::env::var_os("PATH");
+    let path = path.or(own.as_deref())?;
+    std::env::split_paths(path)
+        .map(|dir| dir.join(candidate))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 async fn pump(mut r: impl AsyncRead + Unpin, sink: Arc<dyn Sink>) {

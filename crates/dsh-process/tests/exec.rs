@@ -97,3 +97,17 @@ async fn a_timeout_terminates_the_whole_group() {
     let sleeper: u32 = r.stdout.text.trim().parse().unwrap();
     assert!(!dsh_process::proc::pid_alive(sleeper));
 }
+
+#[tokio::test]
+async fn a_missing_program_is_a_spawn_error() {
+    let mut spec = bash("true", path_only());
+    spec.program = "dsh-no-such-program".into();
+    let e = run(&spec, CancellationToken::new()).await.unwrap_err();
+    assert_eq!(dsh_kernel::ErrorCode::code(&e), "PROCESS_SPAWN_FAILED");
+    match e {
+        dsh_process::ProcessError::Spawn(io) => {
+            assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        }
+        other => panic!("{other:?}"),
+    }
+}
