@@ -6,7 +6,7 @@
 //!   child runs in a new session without a controlling terminal (`setsid`), stdin `/dev/null`,
 //!   in its own process group that is terminated as a whole (SIGTERM, then SIGKILL) on timeout,
 //!   cancellation and exit.
-//! - [`env`]: the child environment (credential scrub, non-interactive overrides such as
+//! - [`env`](mod@env): the child environment (credential scrub, non-interactive overrides such as
 //!   `GIT_TERMINAL_PROMPT=0` and `EDITOR=true`, caller entries, managed `DSH_*`).
 //! - [`capture`]: bounded output capture with exact totals.
 //! - [`proc`]: process-group liveness and signalling, pipe holders, signal names.
