@@ -1,0 +1,224 @@
+//! End-to-end tests of the built `dsh` binary for the tools-and-storage faults of issue 13
+//! ("Faults and bad input"): each test reproduces one fault through the binary against the
+//! in-process replay provider (`dsh_test_support::ReplayServer` on 127.0.0.1).
+//!
+//! - `edit_of_a_long_line_has_a_bounded_record`: one word edited in a 9 MB single-line file; the
+//!   log record of that edit is bounded by the changed bytes plus the fixed diff context
+//!   (`dsh_fs::text::DIFF_CONTEXT_BYTES`), not the whole old and new line.
+//!
+//! Locating the binary: see `common/mod.rs` (`dsh_bin`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+use common::dsh_bin;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
+use serde_json::{Value, json};
+
+/// "Did not hang" bound for one dsh run (generous; runs take well under a second).
+const HANG_LIMIT: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------------------------------------
+// Harness (trimmed copy of `e2e_exec.rs`)
+// ---------------------------------------------------------------------------------------------
+
+/// The replay provider on its own runtime (the test thread stays synchronous).
+struct Replay {
+    server: ReplayServer,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Replay {
+    fn start(responses: Value) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let script = Script::from_json(&responses.to_string()).unwrap();
+        let server = rt
+            .block_on(ReplayServer::start(script, ReplayOptions::default()))
+            .unwrap();
+        Self { server, _rt: rt }
+    }
+
+    fn url(&self) -> String {
+        self.server.base_url()
+    }
+
+    fn chat_requests(&self) -> Vec<RecordedRequest> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .collect()
+    }
+}
+
+/// A temporary `$DSH_HOME` and a workspace directory.
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    repo: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("dsh-home");
+        let repo = root.join("proj");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&repo).unwrap();
+        Self {
+            _tmp: tmp,
+            root,
+            home,
+            repo,
+        }
+    }
+
+    /// `dsh <args>` in the workspace with a hermetic environment.
+    fn dsh(&self, url: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(dsh_bin());
+        cmd.args(args)
+            .current_dir(&self.repo)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("DSH_HOME", &self.home)
+            .env("TMPDIR", self.root.join("tmp"))
+            .env("DEEPSEEK_BASE_URL", url)
+            .env("DEEPSEEK_API_KEY", "sk-faults-store")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Every file under `dir`, recursively, sorted.
+    fn files_under(dir: &Path) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in rd {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(dir, &mut out);
+        out.sort();
+        out
+    }
+
+    /// The only `session.jsonl` under `$DSH_HOME`.
+    fn session_log(&self) -> PathBuf {
+        let logs: Vec<PathBuf> = Self::files_under(&self.home)
+            .into_iter()
+            .filter(|p| p.file_name().is_some_and(|n| n == "session.jsonl"))
+            .collect();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        logs[0].clone()
+    }
+}
+
+/// Runs `cmd` to completion, killing it and failing if it hangs.
+fn run(mut cmd: Command) -> Output {
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(HANG_LIMIT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("dsh did not finish within {HANG_LIMIT:?}");
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn code(s: ExitStatus) -> i32 {
+    s.code()
+        .unwrap_or_else(|| panic!("dsh died from a signal: {s}"))
+}
+
+/// The stored log's lines whose `type` is `kind`.
+fn records_of(log: &Path, kind: &str) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["type"] == kind
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. An edit of one long line
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn edit_of_a_long_line_has_a_bounded_record() {
+    let env = Env::new();
+    let half = 4_500_000;
+    let big = format!("{}needle{}", "a".repeat(half), "b".repeat(half));
+    let path = env.repo.join("big.txt");
+    std::fs::write(&path, &big).unwrap();
+    let p = path.display().to_string();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["read", {"file_path": p}]]},
+        {"tool_calls": [["edit", {"file_path": p, "old_string": "needle", "new_string": "pin"}]]},
+        {"text": "done"},
+    ]));
+    let out = run(env.dsh(&replay.url(), &["exec", "edit the big file"]));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    assert_eq!(replay.chat_requests().len(), 3);
+    let after = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(after.len(), 2 * half + 3);
+    assert_eq!(&after[half..half + 3], "pin");
+
+    let results = records_of(&env.session_log(), "tool/result");
+    assert_eq!(results.len(), 2);
+    let edit = &results[1];
+    // the record carries the changed bytes and at most DIFF_CONTEXT_BYTES of unchanged text on
+    // each side of them, in the `-` and the `+` line, plus fixed JSON and diff framing
+    let c = dsh_fs::text::DIFF_CONTEXT_BYTES;
+    assert!(
+        edit.len() < 4 * c + 1024,
+        "edit record is {} bytes",
+        edit.len()
+    );
+    assert!(edit.len() < 64 * 1024);
+    eprintln!("edit record: {} bytes", edit.len());
+    let v: Value = serde_json::from_str(edit).unwrap();
+    let elided = half - c;
+    let expected = format!(
+        "--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-[… {elided} bytes …]{a}needle{b}[… {elided} bytes …]\n\\ No newline at end of file\n+[… {elided} bytes …]{a}pin{b}[… {elided} bytes …]\n\\ No newline at end of file\n",
+        a = "a".repeat(c),
+        b = "b".repeat(c),
+    );
+    assert_eq!(v["data"]["meta"]["diff"], json!(expected));
+    assert_eq!(v["data"]["meta"]["replacements"], json!(1));
+}
