@@ -222,3 +222,114 @@ fn edit_of_a_long_line_has_a_bounded_record() {
     assert_eq!(v["data"]["meta"]["diff"], json!(expected));
     assert_eq!(v["data"]["meta"]["replacements"], json!(1));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4. One writer per session, on both backends
+// ---------------------------------------------------------------------------------------------
+
+/// `-c` flags selecting `backend`.
+fn backend_args(backend: &str) -> Vec<String> {
+    vec!["-c".into(), format!("persistence.backend=\"{backend}\"")]
+}
+
+/// Polls `dsh sessions list --json` until one session is stored; returns its id.
+fn wait_for_session(env: &Env, backend: &str) -> String {
+    let deadline = std::time::Instant::now() + HANG_LIMIT;
+    loop {
+        let mut args = backend_args(backend);
+        args.extend(["sessions".into(), "list".into(), "--json".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(env.dsh("http://127.0.0.1:9", &args));
+        if out.status.success() {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if let Some(id) = v
+                .as_array()
+                .and_then(|a| a.first())
+                .and_then(|s| s["id"].as_str())
+            {
+                return id.to_owned();
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no session stored");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Process 1 holds a session (blocked in a `bash` call until `release` exists); process 2
+/// resumes it. Returns process 2's exit code, its stderr (session id written `<id>`), the number
+/// of model requests process 2 sent, and `$DSH_HOME` (gone when this returns: only its path).
+fn second_writer(backend: &str) -> (i32, String, usize, PathBuf) {
+    let env = Env::new();
+    let wait = "while [ ! -e release ]; do sleep 0.05; done; echo released";
+    let first = Replay::start(json!([
+        {"tool_calls": [["bash", {"command": wait, "description": "Wait"}]]},
+        {"text": "first done"},
+    ]));
+    let mut args = backend_args(backend);
+    args.extend(["exec".into(), "hold the session".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p1 = env.dsh(&first.url(), &args).spawn().unwrap();
+    let id = wait_for_session(&env, backend);
+    // process 1 is inside its tool call: the call was stored and no result yet
+    let deadline = std::time::Instant::now() + HANG_LIMIT;
+    while first.chat_requests().len() != 1 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let second = Replay::start(json!([{"text": "second done"}]));
+    let mut args = backend_args(backend);
+    args.extend([
+        "exec".into(),
+        "--resume".into(),
+        id.clone(),
+        "write again".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(env.dsh(&second.url(), &args));
+    let p2 = (
+        code(out.status),
+        text(&out.stderr),
+        second.chat_requests().len(),
+    );
+
+    std::fs::write(env.repo.join("release"), "").unwrap();
+    let out1 = p1.wait_with_output().unwrap();
+    assert_eq!(code(out1.status), 0, "stderr: {}", text(&out1.stderr));
+    assert_eq!(text(&out1.stdout), "first done\n");
+    (p2.0, p2.1.replace(&id, "<id>"), p2.2, env.home.clone())
+}
+
+#[test]
+fn a_second_writer_is_refused_before_any_work_on_both_backends() {
+    let (jsonl_code, jsonl_err, jsonl_requests, jsonl_home) = second_writer("jsonl");
+    let (sqlite_code, sqlite_err, sqlite_requests, sqlite_home) = second_writer("sqlite");
+    eprintln!("jsonl: {jsonl_err}\nsqlite: {sqlite_err}");
+    assert_eq!(jsonl_requests, 0);
+    assert_eq!(
+        sqlite_requests, 0,
+        "process 2 called the model: {sqlite_err}"
+    );
+    assert_eq!(jsonl_code, 1);
+    assert_eq!(sqlite_code, jsonl_code);
+    let expected = |lock: &str| {
+        format!(
+            "error: resuming session `<id>`: agent factory failed: session \"<id>\" is locked by another writer ({lock})\n"
+        )
+    };
+    assert_eq!(
+        jsonl_err,
+        expected(&format!(
+            "{}/--{}-proj--/<id>/session.lock",
+            jsonl_home.join("sessions").display(),
+            jsonl_home.parent().unwrap().display().to_string()[1..].replace('/', "-")
+        ))
+    );
+    assert_eq!(
+        sqlite_err,
+        expected(&format!(
+            "{}/sessions/sessions.sqlite.d/<id>/session.lock",
+            sqlite_home.display()
+        ))
+    );
+}
