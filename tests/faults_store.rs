@@ -333,3 +333,78 @@ fn a_second_writer_is_refused_before_any_work_on_both_backends() {
         ))
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 3. An approved write outside the workspace runs
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_approved_outside_write_in_the_shell_writes_the_file() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let outside = env.root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.join("approved.txt");
+    let t = target.display().to_string();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["write", {"file_path": t, "content": "approved\n"}]]},
+        {"text": "wrote it"},
+    ]));
+    let mut cmd = env.dsh(&replay.url(), &[]);
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    writeln!(stdin, "write a file outside the workspace").unwrap();
+    let deadline = std::time::Instant::now() + HANG_LIMIT;
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .expect("no approval question");
+        if line.starts_with("allow tool `write` (permission preset workspace-write: write target ")
+        {
+            break;
+        }
+    }
+    writeln!(stdin, "y").unwrap();
+    drop(stdin);
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(child.wait_with_output());
+    });
+    let out = done_rx.recv_timeout(HANG_LIMIT).unwrap().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(code(out.status), 0, "stderr: {err}");
+    let written = std::fs::read_to_string(&target)
+        .unwrap_or_else(|e| panic!("{} was not written ({e}); stderr: {err}", target.display()));
+    assert_eq!(written, "approved\n");
+
+    let log = env.session_log();
+    let decided = records_of(&log, "approval/decided");
+    assert_eq!(decided.len(), 1);
+    let v: Value = serde_json::from_str(&decided[0]).unwrap();
+    assert_eq!(v["data"]["outcome"], "allowed-once");
+    let results = records_of(&log, "tool/result");
+    assert_eq!(results.len(), 1);
+    let v: Value = serde_json::from_str(&results[0]).unwrap();
+    assert_eq!(v["data"]["message"]["content"][0]["isError"], false, "{v}");
+    assert_eq!(
+        v["data"]["message"]["content"][0]["content"][0]["text"],
+        json!(format!(
+            "<path>{t}</path>\n<type>file</type>\n<content>\nCreated file\n</content>"
+        ))
+    );
+    // the second request carried the successful result to the model
+    assert_eq!(replay.chat_requests().len(), 2);
+}
