@@ -76,6 +76,7 @@ impl Env {
         let repo = root.join("proj");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(root.join("tmp")).unwrap();
         Self {
             _tmp: tmp,
             root,
@@ -407,4 +408,105 @@ fn an_approved_outside_write_in_the_shell_writes_the_file() {
     );
     // the second request carried the successful result to the model
     assert_eq!(replay.chat_requests().len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Spill files live in the session's folder, survive a resume, die with the session
+// ---------------------------------------------------------------------------------------------
+
+/// The locator in a spill notice (`… stored at: <path>. Use read …`).
+fn spill_locator(result_text: &str) -> String {
+    let from = result_text.find("stored at: ").expect("no spill notice") + "stored at: ".len();
+    let rest = &result_text[from..];
+    rest[..rest.find(". Use read").unwrap()].to_owned()
+}
+
+fn spill_across_resume_and_delete(backend: &str) {
+    let env = Env::new();
+    // 60 000 bytes: below the shell's own cap, above the spill threshold (50 KiB)
+    let cmd = "head -c 60000 /dev/zero | tr '\\0' x";
+    let first = Replay::start(json!([
+        {"tool_calls": [["bash", {"command": cmd, "description": "Flood"}]]},
+        {"text": "flooded"},
+    ]));
+    let mut args = backend_args(backend);
+    args.extend(["exec".into(), "flood".into()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(env.dsh(&first.url(), &a));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    let id = wait_for_session(&env, backend);
+    let second_request = &first.chat_requests()[1].body;
+    let messages = second_request["messages"].as_array().unwrap();
+    let result_text = messages.last().unwrap()["content"].as_str().unwrap();
+    let locator = spill_locator(result_text);
+    let folder = match backend {
+        "jsonl" => Env::files_under(&env.home.join("sessions"))
+            .into_iter()
+            .find(|p| p.ends_with("session.jsonl"))
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf(),
+        _ => env.home.join("sessions/sessions.sqlite.d").join(&id),
+    };
+    assert!(
+        Path::new(&locator).starts_with(folder.join("spill")),
+        "{locator} is not in {}",
+        folder.display()
+    );
+    let saved = std::fs::read_to_string(&locator).unwrap();
+    // the whole result, once: no second truncation layer inside the file
+    assert_eq!(saved, "x".repeat(60_000));
+
+    // a resumed session reads the locator of its earlier result
+    let second = Replay::start(json!([
+        {"tool_calls": [["read", {"file_path": locator, "limit": 1}]]},
+        {"text": "read it"},
+    ]));
+    let mut args = backend_args(backend);
+    args.extend([
+        "exec".into(),
+        "--resume".into(),
+        id.clone(),
+        "read the spill".into(),
+    ]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(env.dsh(&second.url(), &a));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    let body = &second.chat_requests()[1].body;
+    let read = body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        read.starts_with(&format!("<path>{locator}</path>")),
+        "{read}"
+    );
+    assert!(!read.contains("outside the workspace"), "{read}");
+
+    // deleted with its session; nothing left in the temp dir
+    let mut args = backend_args(backend);
+    args.extend(["sessions".into(), "delete".into(), id.clone()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(env.dsh("http://127.0.0.1:9", &a));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("deleted {id}\n"));
+    assert!(!Path::new(&locator).exists());
+    assert!(!folder.exists());
+    let out = run(env.dsh("http://127.0.0.1:9", &a));
+    assert_eq!(code(out.status), 2, "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        Env::files_under(&env.root.join("tmp")),
+        Vec::<PathBuf>::new()
+    );
+}
+
+#[test]
+fn spill_files_live_in_the_session_folder_on_jsonl() {
+    spill_across_resume_and_delete("jsonl");
+}
+
+#[test]
+fn spill_files_live_in_the_session_folder_on_sqlite() {
+    spill_across_resume_and_delete("sqlite");
 }

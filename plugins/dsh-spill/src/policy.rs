@@ -139,6 +139,7 @@ pub fn install(
                 };
                 let req = SaveTextSpill {
                     session_id: caller.session_id.as_str().to_owned(),
+                    header: Some(caller.session.header().clone()),
                     source: SpillSource {
                         tool_name: exec.name.clone(),
                         call_id: exec.call_id.as_str().to_owned(),

@@ -230,6 +230,7 @@ fn store_modes_exclusive_names_and_unsafe_dir() {
     let store = LocalSpillStore::new(kernel.root().clone(), Some(root.clone()));
     let req = SaveTextSpill {
         session_id: "../evil".into(),
+        header: None,
         source: SpillSource {
             tool_name: "bash".into(),
             call_id: "c1".into(),
@@ -263,6 +264,7 @@ fn store_modes_exclusive_names_and_unsafe_dir() {
     let err = store
         .save_text(&SaveTextSpill {
             session_id: "s-2".into(),
+            header: None,
             ..req
         })
         .unwrap_err();
