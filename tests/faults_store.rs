@@ -510,3 +510,39 @@ fn spill_files_live_in_the_session_folder_on_jsonl() {
 fn spill_files_live_in_the_session_folder_on_sqlite() {
     spill_across_resume_and_delete("sqlite");
 }
+
+#[test]
+fn a_spill_of_an_already_capped_output_counts_every_omitted_byte() {
+    let env = Env::new();
+    let total = 2_000_000usize;
+    let cmd = format!("head -c {total} /dev/zero | tr '\\0' x");
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {"command": cmd, "description": "Flood"}]]},
+        {"text": "flooded"},
+    ]));
+    let out = run(env.dsh(&replay.url(), &["exec", "flood"]));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    let body = &replay.chat_requests()[1].body;
+    let inline = body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // the tool kept its own head and tail; the preview shows a head and tail of that
+    let stored = std::fs::read_to_string(spill_locator(&inline)).unwrap();
+    let kept = stored.bytes().filter(|b| *b == b'x').count();
+    let head = &inline[..inline.find("\n[... ").unwrap()];
+    let tail_from = inline.find(" bytes omitted ...]\n").unwrap() + " bytes omitted ...]\n".len();
+    let tail = &inline[tail_from..inline.rfind("\n\n(Omitted ").unwrap()];
+    assert!(stored.starts_with(head) && stored.ends_with(tail));
+    let by_tool = total - kept;
+    let by_preview = stored.len() - head.len() - tail.len();
+    assert_eq!(by_tool, 2_000_000 - 64_000);
+    let notice = &inline[inline.rfind("(Omitted ").unwrap()..];
+    assert!(
+        notice.starts_with(&format!(
+            "(Omitted {} bytes: {by_tool} by the tool's own output cap and {by_preview} in this preview. The result as the tool kept it is stored at: ",
+            by_tool + by_preview,
+        )),
+        "{notice}"
+    );
+}
