@@ -294,6 +294,18 @@ fn second_writer(backend: &str) -> (i32, String, usize, PathBuf) {
         second.chat_requests().len(),
     );
 
+    // nor may the live session be deleted under its writer
+    let mut args = backend_args(backend);
+    args.extend(["sessions".into(), "delete".into(), id.clone()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let del = run(env.dsh("http://127.0.0.1:9", &args));
+    assert_eq!(code(del.status), 1, "stderr: {}", text(&del.stderr));
+    assert!(
+        text(&del.stderr).contains("is locked by another writer"),
+        "{}",
+        text(&del.stderr)
+    );
+
     std::fs::write(env.repo.join("release"), "").unwrap();
     let out1 = p1.wait_with_output().unwrap();
     assert_eq!(code(out1.status), 0, "stderr: {}", text(&out1.stderr));
@@ -461,6 +473,7 @@ fn spill_across_resume_and_delete(backend: &str) {
     // a resumed session reads the locator of its earlier result
     let second = Replay::start(json!([
         {"tool_calls": [["read", {"file_path": locator, "limit": 1}]]},
+        {"tool_calls": [["grep", {"pattern": "^x+$", "path": locator}]]},
         {"text": "read it"},
     ]));
     let mut args = backend_args(backend);
@@ -483,6 +496,12 @@ fn spill_across_resume_and_delete(backend: &str) {
         "{read}"
     );
     assert!(!read.contains("outside the workspace"), "{read}");
+    let body = &second.chat_requests()[2].body;
+    let grep = body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(grep.starts_with("Found 1 match"), "{grep}");
 
     // deleted with its session; nothing left in the temp dir
     let mut args = backend_args(backend);
