@@ -5,6 +5,15 @@
 //! - `edit_of_a_long_line_has_a_bounded_record`: one word edited in a 9 MB single-line file; the
 //!   log record of that edit is bounded by the changed bytes plus the fixed diff context
 //!   (`dsh_fs::text::DIFF_CONTEXT_BYTES`), not the whole old and new line.
+//! - `spill_files_live_in_the_session_folder_on_*`, `a_spill_of_an_already_capped_output_…`,
+//!   `an_ephemeral_run_leaves_no_spill_folder_behind`: spill files go to the session's own
+//!   folder (both backends), stay readable and greppable after `--resume`, are removed by
+//!   `dsh sessions delete`, the notice counts the tool's own cut, and nothing stays in TMPDIR.
+//! - `an_approved_outside_write_in_the_shell_writes_the_file`: the interactive shell, the
+//!   approval answered `y` on stdin; the write outside the workspace happens.
+//! - `a_second_writer_is_refused_before_any_work_on_both_backends`: a resume of a session held
+//!   by another process fails with `SESSION_LOCKED` before the model is called, on SQLite as on
+//!   JSONL, and `sessions delete` of it is refused.
 //!
 //! Locating the binary: see `common/mod.rs` (`dsh_bin`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -563,5 +572,37 @@ fn a_spill_of_an_already_capped_output_counts_every_omitted_byte() {
             by_tool + by_preview,
         )),
         "{notice}"
+    );
+}
+
+#[test]
+fn an_ephemeral_run_leaves_no_spill_folder_behind() {
+    let env = Env::new();
+    let cmd = "head -c 60000 /dev/zero | tr '\\0' x";
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {"command": cmd, "description": "Flood"}]]},
+        {"text": "flooded"},
+    ]));
+    let out = run(env.dsh(&replay.url(), &["exec", "--ephemeral", "flood"]));
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    let body = &replay.chat_requests()[1].body;
+    let inline = body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let locator = spill_locator(&inline);
+    assert!(
+        locator.starts_with(&env.root.join("tmp").display().to_string()),
+        "{locator}"
+    );
+    assert!(!Path::new(&locator).exists());
+    assert_eq!(
+        Env::files_under(&env.root.join("tmp")),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(
+        std::fs::read_dir(env.root.join("tmp")).unwrap().count(),
+        0,
+        "a spill folder was left behind"
     );
 }
