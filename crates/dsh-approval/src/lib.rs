@@ -13,6 +13,9 @@
 //!   `approval/asked {id, toolName, callId?, reason?}`, runs the `approval/request` waterfall
 //!   ([`ApprovalRequestEvent`]; default `unavailable`; scope-filtered by the caller's key), appends
 //!   `approval/decided {id, outcome}` and returns the outcome.
+//! - An `allowed-once` answer to a request naming a call is also kept as a grant that the call's
+//!   own guards may take once ([`ApprovalService::take_grant`]): the filesystem fence of
+//!   `write`/`edit` lets exactly that approved call through.
 //! - A listener that returns `Err` or panics ⇒ `unavailable`; an answer outside the vocabulary
 //!   ([`ApprovalAnswer::Other`]) ⇒ `unavailable`; the request's signal fires first ⇒
 //!   `cancelled` (a late answer is dropped).
@@ -38,7 +41,7 @@ pub use config::{ApprovalConfig, ApprovalPolicy};
 pub use error::ApprovalError;
 pub use outcome::{ApprovalAnswer, ApprovalOutcome};
 pub use request::{ApprovalCaller, ApprovalQuestion, ApprovalRequest, ApprovalRequestEvent};
-pub use service::ApprovalService;
+pub use service::{ApprovalService, MAX_PENDING_GRANTS};
 pub use session_io::declarations;
 
 /// The plugin / settings-section id.

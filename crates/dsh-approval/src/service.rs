@@ -1,10 +1,12 @@
 //! The approval service ([`ApprovalService`]): the open-turn check, the audit appends around
 //! the `approval/request` dispatch, and the fail-closed mapping of answers to outcomes.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dsh_kernel::Context;
+use dsh_llm::{CallId, SessionId};
 use dsh_session::Session;
 use futures::FutureExt;
 
@@ -14,17 +16,54 @@ use crate::{
     EVENT_DECIDED, EVENT_POLICY, PolicyData, session_io,
 };
 
+/// Most `allowed-once` grants kept for [`ApprovalService::take_grant`] (the oldest is dropped
+/// first); a grant is normally taken by its call moments after the answer.
+pub const MAX_PENDING_GRANTS: usize = 256;
+
 /// The approval service (`ctx.approval`).
 #[derive(Debug, Clone)]
 pub struct ApprovalService {
     ctx: Context,
     config: ApprovalConfig,
+    /// `(session id, call id)` of `allowed-once` answers not yet taken by their call.
+    grants: Arc<Mutex<VecDeque<(SessionId, CallId)>>>,
 }
 
 impl ApprovalService {
     /// A service dispatching through `ctx` with `config`.
     pub fn new(ctx: Context, config: ApprovalConfig) -> Self {
-        Self { ctx, config }
+        Self {
+            ctx,
+            config,
+            grants: Arc::default(),
+        }
+    }
+
+    /// Takes the `allowed-once` grant of call `call_id` in session `session_id`: true exactly
+    /// once after [`ApprovalService::request`] answered `allowed-once` for a request naming that
+    /// call, false otherwise (never asked, refused, or already taken). A guard of the tool's own
+    /// (the filesystem fence of `write`/`edit`) uses it to let an approved call through, so the
+    /// approval covers that one call only.
+    pub fn take_grant(&self, session_id: &SessionId, call_id: &CallId) -> bool {
+        let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
+        match grants
+            .iter()
+            .position(|(s, c)| s == session_id && c == call_id)
+        {
+            Some(i) => {
+                grants.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn record_grant(&self, session_id: &SessionId, call_id: &CallId) {
+        let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
+        if grants.len() >= MAX_PENDING_GRANTS {
+            grants.pop_front();
+        }
+        grants.push_back((session_id.clone(), call_id.clone()));
     }
 
     /// The configured (fallback) policy.
@@ -77,8 +116,17 @@ impl ApprovalService {
                 reason: req.reason.clone(),
             },
         )?;
+        let grant = req
+            .call_id
+            .clone()
+            .map(|c| (req.caller.session_id.clone(), c));
         let outcome = self.decide(&session, id.clone(), req).await;
         session_io::append(&session, EVENT_DECIDED, &DecidedData { id, outcome })?;
+        if outcome == ApprovalOutcome::AllowedOnce
+            && let Some((s, c)) = grant
+        {
+            self.record_grant(&s, &c);
+        }
         Ok(outcome)
     }
 

@@ -297,3 +297,34 @@ async fn plugin_provides_the_service_and_declares_typed_events() {
     assert!(v(&json!({"id": "x", "toolName": "t"})).is_ok());
     assert!(v(&json!({"id": "x", "toolName": "t", "args": {}})).is_err());
 }
+
+#[tokio::test]
+async fn an_allowed_once_answer_grants_its_call_exactly_once() {
+    let fx = setup(ApprovalPolicy::Ask, true);
+    let s1 = SessionId::new("s1");
+    let call = CallId::new("call_1");
+    // nothing granted before an answer, and a refusal grants nothing
+    assert!(!fx.svc.take_grant(&s1, &call));
+    answer_with(&fx.root, || async {
+        Ok(ApprovalAnswer::Outcome(ApprovalOutcome::Rejected))
+    });
+    assert_eq!(
+        fx.svc.request(req(&fx)).await.unwrap(),
+        ApprovalOutcome::Rejected
+    );
+    assert!(!fx.svc.take_grant(&s1, &call));
+
+    let fx = setup(ApprovalPolicy::Ask, true);
+    answer_with(&fx.root, || async {
+        Ok(ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce))
+    });
+    assert_eq!(
+        fx.svc.request(req(&fx)).await.unwrap(),
+        ApprovalOutcome::AllowedOnce
+    );
+    // another call or session gets nothing; the call itself exactly once
+    assert!(!fx.svc.take_grant(&s1, &CallId::new("call_2")));
+    assert!(!fx.svc.take_grant(&SessionId::new("s2"), &call));
+    assert!(fx.svc.take_grant(&s1, &call));
+    assert!(!fx.svc.take_grant(&s1, &call));
+}

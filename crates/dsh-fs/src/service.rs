@@ -287,6 +287,31 @@ impl FsService {
     /// [`FsError::NotFound`] when `workspace` does not exist, [`FsError::Io`] for a symlink
     /// loop).
     pub fn resolve(&self, path: &str, workspace: &Path, access: Access) -> Result<FsTarget> {
+        self.resolve_fenced(path, workspace, access, true)
+    }
+
+    /// Resolves `path` like [`FsService::resolve`] but without the workspace fence: for a call
+    /// a person approved (an `allowed-once` answer for that very call), so the approval lets it
+    /// run. Symlinks are still resolved, so the target is the real path.
+    ///
+    /// # Errors
+    /// As [`FsService::resolve`], minus [`FsError::OutsideWorkspace`].
+    pub fn resolve_approved(
+        &self,
+        path: &str,
+        workspace: &Path,
+        access: Access,
+    ) -> Result<FsTarget> {
+        self.resolve_fenced(path, workspace, access, false)
+    }
+
+    fn resolve_fenced(
+        &self,
+        path: &str,
+        workspace: &Path,
+        access: Access,
+        fenced: bool,
+    ) -> Result<FsTarget> {
         if path.trim().is_empty() {
             return Err(FsError::InvalidArgs(
                 "file_path must be a non-empty string".to_owned(),
@@ -303,7 +328,8 @@ impl FsService {
         let ws_display = workspace.display().to_string();
         let root = fs::canonicalize(workspace)
             .map_err(|e| FsError::from_io("resolve workspace", &ws_display, &e))?;
-        let inside = key.starts_with(&root)
+        let inside = !fenced
+            || key.starts_with(&root)
             || self.config.allow_outside_workspace
             || (access == Access::Read
                 && (self.config.allow_read_outside_workspace

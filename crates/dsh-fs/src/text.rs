@@ -545,15 +545,163 @@ pub fn format_read(display: &str, w: &ReadWindow) -> String {
     format!("<path>{display}</path>\n<type>file</type>\n<content>\n{body}\n</content>")
 }
 
+/// Unchanged bytes a diff keeps on each side of a change inside a long line (bytes): the
+/// record of an edit is bounded by the changed bytes plus this fixed context, however long the
+/// edited line is. See [`unified_diff`].
+pub const DIFF_CONTEXT_BYTES: usize = 2048;
+
+/// The marker standing for `n` bytes a diff leaves out: `[… <n> bytes …]`.
+fn elided(n: usize) -> String {
+    format!("[… {n} bytes …]")
+}
+
+/// Largest index `<= i` on a char boundary of `s`.
+fn floor_char(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Smallest index `>= i` on a char boundary of `s`.
+fn ceil_char(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Length of the common prefix of `a` and `b` (bytes, on a char boundary of both).
+fn common_prefix(a: &str, b: &str) -> usize {
+    let n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    floor_char(a, n)
+}
+
+/// Length of the common suffix of `a` and `b` (bytes, on a char boundary of both).
+fn common_suffix(a: &str, b: &str) -> usize {
+    let n = a
+        .bytes()
+        .rev()
+        .zip(b.bytes().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    a.len() - ceil_char(a, a.len() - n)
+}
+
+/// An unchanged (context) line: kept whole up to `2 * DIFF_CONTEXT_BYTES`, else its first and
+/// last [`DIFF_CONTEXT_BYTES`] around an [`elided`] marker (its line ending kept).
+fn clip_context_line(line: &str) -> String {
+    let c = DIFF_CONTEXT_BYTES;
+    let body = line.strip_suffix('\n').unwrap_or(line);
+    if body.len() <= 2 * c {
+        return line.to_owned();
+    }
+    let head = floor_char(body, c);
+    let tail = ceil_char(body, body.len() - c);
+    let nl = if body.len() < line.len() { "\n" } else { "" };
+    format!(
+        "{}{}{}{nl}",
+        &body[..head],
+        elided(tail - head),
+        &body[tail..]
+    )
+}
+
+/// A run of removed lines `old` and added lines `new` (each the lines' concatenation, endings
+/// included) with the unchanged text they share at both ends cut to [`DIFF_CONTEXT_BYTES`]
+/// next to the change. Runs whose lines are all short stay whole.
+fn clip_change(old: &str, new: &str) -> (String, String) {
+    let c = DIFF_CONTEXT_BYTES;
+    let long = |s: &str| s.split_inclusive('\n').any(|l| l.len() > 2 * c);
+    if !long(old) && !long(new) {
+        return (old.to_owned(), new.to_owned());
+    }
+    let p = common_prefix(old, new);
+    let s = common_suffix(&old[p..], &new[p..]);
+    // shared head: everything but the last `c` bytes is elided (same bytes in both texts)
+    let start = if p > c { ceil_char(old, p - c) } else { 0 };
+    let clip = |text: &str| -> String {
+        let tail_from = text.len() - s;
+        let keep_end = floor_char(text, tail_from + s.min(c));
+        let mut out = String::new();
+        if start > 0 {
+            out.push_str(&elided(start));
+        }
+        out.push_str(&text[start..keep_end]);
+        let rest = &text[keep_end..];
+        if !rest.is_empty() {
+            // the final line ending stays, so the line structure of the diff is kept
+            let (gone, nl) = match rest.strip_suffix('\n') {
+                Some(r) => (r.len(), "\n"),
+                None => (rest.len(), ""),
+            };
+            if gone > 0 {
+                out.push_str(&elided(gone));
+            }
+            out.push_str(nl);
+        }
+        out
+    };
+    (clip(old), clip(new))
+}
+
+/// Writes `text` as diff lines tagged `tag`, with git's `\ No newline at end of file` after a
+/// last line without an ending.
+fn push_lines(out: &mut String, tag: char, text: &str) {
+    for line in text.split_inclusive('\n') {
+        out.push(tag);
+        out.push_str(line);
+        if !line.ends_with('\n') {
+            out.push_str("\n\\ No newline at end of file\n");
+        }
+    }
+}
+
 /// A unified diff (3 lines of context) between two LF texts, with `a/<path>` and `b/<path>`
 /// headers; empty when the texts are equal.
+///
+/// Bounded for long lines: inside a run of changed lines that has a line longer than
+/// `2 * DIFF_CONTEXT_BYTES`, the unchanged text the old and new side share at either end is cut
+/// to [`DIFF_CONTEXT_BYTES`] next to the change, and a longer unchanged context line keeps its
+/// first and last [`DIFF_CONTEXT_BYTES`]; each cut is written `[… <n> bytes …]`. So a one-word
+/// edit of a 9 MB single-line file yields a diff of about `4 * DIFF_CONTEXT_BYTES`, not twice
+/// the line. Diffs of texts with short lines are the plain unified diff.
 pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
     if before == after {
         return String::new();
     }
-    similar::TextDiff::from_lines(before, after)
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
-        .to_string()
+    let diff = similar::TextDiff::from_lines(before, after);
+    let mut out = String::new();
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        if out.is_empty() {
+            out.push_str(&format!("--- a/{path}\n+++ b/{path}\n"));
+        }
+        out.push_str(&format!("{}\n", hunk.header()));
+        let (mut old, mut new) = (String::new(), String::new());
+        for change in hunk.iter_changes() {
+            match change.tag() {
+                similar::ChangeTag::Delete => old.push_str(change.value()),
+                similar::ChangeTag::Insert => new.push_str(change.value()),
+                similar::ChangeTag::Equal => {
+                    flush_change(&mut out, &mut old, &mut new);
+                    push_lines(&mut out, ' ', &clip_context_line(change.value()));
+                }
+            }
+        }
+        flush_change(&mut out, &mut old, &mut new);
+    }
+    out
+}
+
+fn flush_change(out: &mut String, old: &mut String, new: &mut String) {
+    if old.is_empty() && new.is_empty() {
+        return;
+    }
+    let (o, n) = clip_change(old, new);
+    push_lines(out, '-', &o);
+    push_lines(out, '+', &n);
+    old.clear();
+    new.clear();
 }

@@ -807,6 +807,51 @@ fn unified_diff_meta_format() {
 }
 
 #[test]
+fn unified_diff_cuts_long_lines_to_the_change_and_a_fixed_context() {
+    let c = text::DIFF_CONTEXT_BYTES;
+    let long_ctx = "c".repeat(3 * c);
+    let before = format!(
+        "{long_ctx}\n{}old{}\nend\n",
+        "x".repeat(5 * c),
+        "y".repeat(c)
+    );
+    let after = format!(
+        "{long_ctx}\n{}new{}\nend\n",
+        "x".repeat(5 * c),
+        "y".repeat(c)
+    );
+    let ctx = format!("{}[… {c} bytes …]{}", "c".repeat(c), "c".repeat(c));
+    let head = format!("[… {} bytes …]{}", 4 * c, "x".repeat(c));
+    let tail = "y".repeat(c);
+    assert_eq!(
+        text::unified_diff("f.txt", &before, &after),
+        format!(
+            "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n {ctx}\n-{head}old{tail}\n+{head}new{tail}\n end\n"
+        )
+    );
+    // a cut inside a multi-byte character moves to keep the character whole
+    let before = format!("{}Xb{}", "a".repeat(3 * c), "é".repeat(c));
+    let after = format!("{}Yb{}", "a".repeat(3 * c), "é".repeat(c));
+    let side = |m: &str| {
+        format!(
+            "[… {} bytes …]{}{m}b{}[… {} bytes …]\n\\ No newline at end of file\n",
+            2 * c,
+            "a".repeat(c),
+            "é".repeat(c / 2 - 1),
+            c + 2
+        )
+    };
+    assert_eq!(
+        text::unified_diff("f", &before, &after),
+        format!(
+            "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{}+{}",
+            side("X"),
+            side("Y")
+        )
+    );
+}
+
+#[test]
 fn cancelled_read_is_aborted() {
     let w = ws();
     w.put("a.txt", b"a\n");

@@ -144,6 +144,28 @@ pub trait SessionPersistence: Send + Sync + 'static {
     /// Forgets per-session writer state and releases the writer lock (`session/disposed`).
     fn release(&self, id: &str);
 
+    /// The folder a session owns beside its log (`None` for backends without one): files that
+    /// belong to the session and die with it (spilled tool output) live here. JSONL: the
+    /// session's directory holding `session.jsonl`; SQLite: `<database>.d/<encoded id>/`. No I/O.
+    fn session_dir(&self, header: &SessionHeader) -> Option<PathBuf> {
+        let _ = header;
+        None
+    }
+
+    /// Deletes a stored session: its log (or rows) and its [`SessionPersistence::session_dir`].
+    /// The writer lock is taken first, so a session another process (or this one) is writing is
+    /// refused and nothing is removed.
+    ///
+    /// # Errors
+    /// [`PersistenceError::NotFound`]; [`PersistenceError::Locked`] (live in this or another
+    /// process); I/O or backend errors.
+    fn delete(&self, id: &str) -> Result<()> {
+        Err(PersistenceError::Backend {
+            backend: self.name(),
+            detail: format!("deleting session \"{id}\" is not supported by this backend"),
+        })
+    }
+
     /// Summaries of every stored session ([`crate::SessionSummary`]: header, first prompt, turn
     /// count from the parsed events, last activity), in [`SessionPersistence::list_snapshots`]
     /// order. A session whose events cannot be read is kept with an empty title and 0 turns
@@ -261,6 +283,22 @@ pub trait StorageBackend: Send + Sync + 'static {
     fn list(&self) -> Result<Vec<SessionSnapshot>>;
     /// Releases per-session writer state (lock, open handles).
     fn release(&self, id: &str);
+    /// The session's own folder (see [`SessionPersistence::session_dir`]); default none.
+    fn session_dir(&self, header: &SessionHeader) -> Option<PathBuf> {
+        let _ = header;
+        None
+    }
+    /// Takes the writer lock of stored session `id`, then removes its data and its
+    /// [`StorageBackend::session_dir`]; default: unsupported.
+    ///
+    /// # Errors
+    /// `NotFound`, `Locked`, I/O/backend errors.
+    fn delete(&self, id: &str) -> Result<()> {
+        Err(PersistenceError::Backend {
+            backend: self.name(),
+            detail: format!("deleting session \"{id}\" is not supported by this backend"),
+        })
+    }
 }
 
 /// The shared [`SessionPersistence`] implementation over a [`StorageBackend`].
@@ -467,6 +505,20 @@ impl<B: StorageBackend> SessionPersistence for Persistence<B> {
             st.headers.remove(id);
         }
         self.backend.release(id);
+    }
+
+    fn session_dir(&self, header: &SessionHeader) -> Option<PathBuf> {
+        self.backend.session_dir(header)
+    }
+
+    fn delete(&self, id: &str) -> Result<()> {
+        // A session this process writes holds its backend lock, so the backend refuses it too.
+        self.backend.delete(id)?;
+        let mut st = self.lock();
+        st.pending.remove(id);
+        st.headers.remove(id);
+        st.live.remove(id);
+        Ok(())
     }
 }
 

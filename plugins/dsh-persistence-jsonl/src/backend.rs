@@ -823,4 +823,22 @@ impl StorageBackend for JsonlBackend {
     fn release(&self, id: &str) {
         lock_mutex(&self.writers).remove(id);
     }
+
+    fn session_dir(&self, header: &SessionHeader) -> Option<PathBuf> {
+        crate::path::session_dir(&self.config.root, header.cwd.as_deref(), &header.id).ok()
+    }
+
+    fn delete(&self, id: &str) -> Result<()> {
+        let path = self
+            .find_log(id)?
+            .ok_or_else(|| PersistenceError::NotFound { id: id.to_owned() })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        // The lock first: a live writer (this or another process) refuses the delete.
+        let lock = SessionLock::acquire(&dir, id)?;
+        // The log goes first, so an interrupted delete never leaves a loadable half.
+        std::fs::remove_file(&path).map_err(|e| PersistenceError::io("remove", &path, e))?;
+        std::fs::remove_dir_all(&dir).map_err(|e| PersistenceError::io("remove-dir", &dir, e))?;
+        drop(lock);
+        Ok(())
+    }
 }

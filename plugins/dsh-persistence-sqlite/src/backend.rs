@@ -1,6 +1,9 @@
 //! The SQLite [`StorageBackend`]: one connection per database, appends in `BEGIN IMMEDIATE`
-//! transactions that check the stored tail first.
+//! transactions that check the stored tail first, and one writer per session across processes
+//! through a lock file in the session's own folder (as the JSONL backend does).
 
+use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +32,41 @@ pub struct SqliteConfig {
 pub struct SqliteBackend {
     conn: Mutex<Connection>,
     config: SqliteConfig,
+    /// The writer locks this process holds (session id → the locked `session.lock`).
+    locks: Mutex<HashMap<String, File>>,
+}
+
+/// File name of a session's writer lock inside its folder (same name as the JSONL backend's).
+pub const LOCK_FILE_NAME: &str = "session.lock";
+
+/// The folder holding every session folder of the database at `db`: `<db file name>.d` beside
+/// it (`sessions.sqlite` ⇒ `sessions.sqlite.d`).
+pub fn sessions_dir(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push(".d");
+    db.with_file_name(name)
+}
+
+/// Encodes a session id as one safe path segment, injectively, with the JSONL layout's rule:
+/// `[A-Za-z0-9._-]` kept, every other UTF-16 code unit (and `~`) written `~XXXX`, `.`/`..`
+/// escaped (`docs/persistence.md`, "JSONL backend").
+pub fn encode_segment(raw: &str) -> String {
+    match raw {
+        "" => return "~".to_owned(),
+        "." => return "~002E".to_owned(),
+        ".." => return "~002E~002E".to_owned(),
+        _ => {}
+    }
+    let mut out = String::with_capacity(raw.len());
+    for unit in raw.encode_utf16() {
+        match u8::try_from(unit) {
+            Ok(b) if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') => {
+                out.push(char::from(b));
+            }
+            _ => out.push_str(&format!("~{unit:04X}")),
+        }
+    }
+    out
 }
 
 /// The seam over SQLite.
@@ -49,7 +87,32 @@ impl SqliteBackend {
         Ok(Self {
             conn: Mutex::new(conn),
             config,
+            locks: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The folder session `id` owns: `<database>.d/<encoded id>/` (its lock file and spilled
+    /// tool output).
+    pub fn session_dir_of(&self, id: &str) -> PathBuf {
+        sessions_dir(&self.config.path).join(encode_segment(id))
+    }
+
+    /// Takes the writer lock of `id` unless this process holds it already.
+    ///
+    /// # Errors
+    /// [`PersistenceError::Locked`] when another open file (another process) holds it;
+    /// I/O errors creating the folder or the lock file.
+    fn take_lock(&self, id: &str) -> Result<()> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if locks.contains_key(id) {
+            return Ok(());
+        }
+        let file = acquire_lock(&self.session_dir_of(id), id)?;
+        locks.insert(id.to_owned(), file);
+        Ok(())
     }
 
     /// The configuration.
@@ -125,6 +188,7 @@ impl StorageBackend for SqliteBackend {
             return Ok(());
         };
         let id = header.id.as_str();
+        self.take_lock(id)?;
         let records = codec::encode_records(events, self.config.pack_chunks);
         let mut conn = self.conn();
         let tx = conn
@@ -173,8 +237,10 @@ impl StorageBackend for SqliteBackend {
     }
 
     fn adopt(&self, prefix: &StoredPrefix, closers: &[Arc<SessionEvent>]) -> Result<()> {
-        // Rows are transactional: no torn tail exists; the tail check in append_batch detects a
-        // concurrent writer.
+        // The writer role first (a second process is refused here, before any model call or
+        // tool runs); rows are transactional, so no torn tail exists, and the tail check in
+        // append_batch still detects a writer that ignores the lock.
+        self.take_lock(&prefix.header.id)?;
         self.append_batch(&prefix.header, closers)
     }
 
@@ -198,7 +264,71 @@ impl StorageBackend for SqliteBackend {
         Ok(out)
     }
 
-    fn release(&self, _id: &str) {}
+    fn release(&self, id: &str) {
+        self.locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id);
+    }
+
+    fn session_dir(&self, header: &SessionHeader) -> Option<PathBuf> {
+        Some(self.session_dir_of(&header.id))
+    }
+
+    fn delete(&self, id: &str) -> Result<()> {
+        if !self.exists(id)? {
+            return Err(PersistenceError::NotFound { id: id.to_owned() });
+        }
+        let dir = self.session_dir_of(id);
+        let held = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(id);
+        if held {
+            return Err(PersistenceError::Locked {
+                id: id.to_owned(),
+                path: dir.join(LOCK_FILE_NAME),
+            });
+        }
+        let lock = acquire_lock(&dir, id)?;
+        {
+            let mut conn = self.conn();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend_err)?;
+            tx.execute("DELETE FROM events WHERE session_id = ?", params![id])
+                .map_err(backend_err)?;
+            tx.execute("DELETE FROM sessions WHERE id = ?", params![id])
+                .map_err(backend_err)?;
+            tx.commit().map_err(backend_err)?;
+        }
+        std::fs::remove_dir_all(&dir).map_err(|e| PersistenceError::io("remove-dir", &dir, e))?;
+        drop(lock);
+        Ok(())
+    }
+}
+
+/// Creates `dir` if needed and takes an exclusive advisory lock on `dir/session.lock` without
+/// waiting; the lock is released when the file is dropped (and by the OS when the process dies).
+fn acquire_lock(dir: &Path, id: &str) -> Result<File> {
+    std::fs::create_dir_all(dir).map_err(|e| PersistenceError::io("create-dir", dir, e))?;
+    let path = dir.join(LOCK_FILE_NAME);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| PersistenceError::io("open-lock", &path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(PersistenceError::Locked {
+            id: id.to_owned(),
+            path,
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(PersistenceError::io("lock", &path, e)),
+    }
 }
 
 /// Path helper: the default database file under a directory (`<dir>/sessions.sqlite`).

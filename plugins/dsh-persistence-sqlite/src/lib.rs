@@ -19,6 +19,11 @@
 //! - Appends run in `BEGIN IMMEDIATE`: validate the tail (first seq = stored next seq), insert,
 //!   bump `sessions.revision` once. Transactions are atomic, so there is never a torn tail; repair
 //!   only appends closers ([`dsh_persistence::interrupted_turn_closers`], shared with JSONL).
+//! - One writer per session: the first append or load of a session in a process takes an
+//!   exclusive lock on `<database>.d/<encoded id>/session.lock` (as JSONL's `session.lock`), so a
+//!   second process resuming it is refused with `SESSION_LOCKED` before it does any work. That
+//!   folder is the session's own (spilled tool output lives there) and is removed with it
+//!   (`delete`).
 //!
 //! [`StorageBackend`]: dsh_persistence::StorageBackend
 
@@ -29,7 +34,8 @@ mod store;
 pub mod varint;
 
 pub use backend::{
-    SqliteBackend, SqliteConfig, SqlitePersistence, default_db_path, open_persistence,
+    LOCK_FILE_NAME, SqliteBackend, SqliteConfig, SqlitePersistence, default_db_path,
+    encode_segment, open_persistence, sessions_dir,
 };
 pub use factory::{SqliteFactory, SqliteSettings};
 pub use schema::{APPLICATION_ID, PACKED_TYPES, SCHEMA_SQL, SCHEMA_VERSION};

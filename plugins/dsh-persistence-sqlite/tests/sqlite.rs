@@ -140,6 +140,10 @@ fn round_trip_seq_check_list_and_repair() {
     );
     assert_eq!(closers[0]["sourceEventSeqs"], json!([call_seq]));
     assert_eq!(closers[2]["data"]["reason"], json!({"kind":"interrupted"}));
+    // `fresh` is the writer of "b" now: another store (process) is refused until it releases
+    let locked = db(dir.path()).load("b").unwrap_err();
+    assert_eq!(locked.code(), "SESSION_LOCKED", "{locked}");
+    fresh.release("b");
     let again = db(dir.path()).load("b").unwrap();
     assert_eq!(again.events, repaired.events);
     assert_eq!(again.repair, Default::default());
@@ -173,4 +177,31 @@ fn large_payloads_are_zstd_blobs_and_round_trip() {
         db(dir.path()).inspect("big").unwrap().events,
         to_plain(&s.events)
     );
+}
+
+#[test]
+fn delete_takes_the_lock_and_removes_rows_and_the_session_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = db(dir.path());
+    let mut s = Script::default();
+    s.full_turn(1);
+    p.create(header("a")).unwrap();
+    p.append("a", &s.events).unwrap();
+    let folder = dir.path().join("s.sqlite.d/a");
+    assert_eq!(p.session_dir(&header("a")), Some(folder.clone()));
+    std::fs::write(folder.join("spill.txt"), "x").unwrap();
+    // the writer (this store) and another store are both refused while it holds the lock
+    assert_eq!(p.delete("a").unwrap_err().code(), "SESSION_LOCKED");
+    let other = db(dir.path());
+    assert_eq!(other.delete("a").unwrap_err().code(), "SESSION_LOCKED");
+    p.release("a");
+    other.delete("a").unwrap();
+    assert!(!folder.exists());
+    assert_eq!(other.list().unwrap(), vec![]);
+    assert_eq!(other.delete("a").unwrap_err().code(), "SESSION_NOT_FOUND");
+    let conn = rusqlite::Connection::open(dir.path().join("s.sqlite")).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0);
 }

@@ -3,8 +3,11 @@
 //! that replaces an oversized plain-text tool result with a head/tail preview plus the path of
 //! a private file holding the full text (see [`policy`] for the exact text).
 //!
-//! Files live at `<root>/session-<12 hex of sha256(session id)>/<12 random hex>-<safe name>`;
-//! directories are created 0700 and each file exclusively (`O_CREAT|O_EXCL`) with mode 0600, so a
+//! Files live in the session's spill folder ([`LocalSpillStore::folder_for`]): `spill/` in the
+//! session's own folder beside its stored log (so they survive a resume and are removed with the
+//! session by `dsh sessions delete`), or `<root>/session-<12 hex of sha256(session id)>/` with a
+//! configured `root` or for an unstored (ephemeral) session under a temporary root that is
+//! removed again; each file is `<12 random hex>-<safe name>`. Directories are created 0700 and each file exclusively (`O_CREAT|O_EXCL`) with mode 0600, so a
 //! planted symlink cannot redirect a write. The model reads a spill file back with the `read`
 //! tool: the store grants the filesystem service read access to each session directory through
 //! [`dsh_fs::FsService::grant_read_root`] — the seam lives in the core crate `dsh-fs`, so this
@@ -12,7 +15,8 @@
 //!
 //! Settings section `dsh-spill` (snake_case keys, optional, unknown keys rejected): `enabled`
 //! (default true), `max_inline_bytes` (default 51200 = 50 KiB, upstream's read cap), `root`
-//! (default a private `dsh-spill-<uuid>` directory under the OS temp dir).
+//! (default: the session's own folder, else a private `dsh-spill-<uuid>` directory under the OS
+//! temp dir, removed when the run ends).
 
 pub mod policy;
 mod store;
@@ -20,11 +24,12 @@ mod store;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use dsh_kernel::ListenOptions;
 use serde::Deserialize;
 
 pub use store::{
-    LocalSpillStore, RETRIEVAL_HINT, SaveTextSpill, SpillError, SpillRef, SpillSource,
-    encode_segment, session_dir,
+    LocalSpillStore, RETRIEVAL_HINT, SPILL_DIR_NAME, SaveTextSpill, SpillError, SpillRef,
+    SpillSource, encode_segment, session_dir,
 };
 
 /// The plugin id (= package name).
@@ -41,7 +46,8 @@ pub struct SpillConfig {
     pub enabled: bool,
     /// Results larger than this many UTF-8 bytes are spilled; the replacement never exceeds it.
     pub max_inline_bytes: usize,
-    /// Spill root directory.
+    /// Spill root directory (files go to `<root>/session-<hash>/`). Default: the session's own
+    /// folder beside its stored log (`spill/`), or a temporary root for an unstored session.
     pub root: Option<PathBuf>,
 }
 
@@ -59,6 +65,16 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     let cfg: SpillConfig = ctx.settings_section(PLUGIN_ID)?;
     let store = Arc::new(LocalSpillStore::new(ctx.clone(), cfg.root.clone()));
     ctx.provide(store.clone())?.detach();
+    let started = store.clone();
+    ctx.on_emit_with::<dsh_session::SessionCreated>(ListenOptions::global(), move |n| {
+        started.session_started(n.session.header());
+    })?
+    .detach();
+    let ended = store.clone();
+    ctx.on_emit_with::<dsh_session::SessionDisposed>(ListenOptions::global(), move |n| {
+        ended.session_ended(n.session.header());
+    })?
+    .detach();
     if cfg.enabled {
         policy::install(ctx, store, cfg.max_inline_bytes)?.detach();
     }

@@ -12,6 +12,14 @@
 //! (Omitted <omitted> bytes. Full formatted result stored at: <locator>. Use read with offset/limit, or grep this path to search within it.)
 //! ```
 //!
+//! When the tool already bounded its own output (its value reports `omittedBytes`, see
+//! [`tool_omitted_bytes`]; `bash` does per stream), the notice counts every byte the model does
+//! not see, the tool's and this preview's, so the number is exact:
+//!
+//! ```text
+//! (Omitted <all> bytes: <tool's> by the tool's own output cap and <preview's> in this preview. The result as the tool kept it is stored at: <locator>. <hint>)
+//! ```
+//!
 //! Skipped (original kept): `read` results (no read → spill → read loop), non-text content,
 //! calls without a session, blocks and value replacements, a save failure, or a cap too small
 //! for the notice itself.
@@ -62,8 +70,35 @@ pub fn head_tail(text: &str, budget: usize) -> (&str, &str, usize) {
     )
 }
 
-fn notice(omitted: usize, locator: &str, hint: &str) -> String {
-    format!("(Omitted {omitted} bytes. Full formatted result stored at: {locator}. {hint})")
+fn notice(omitted: usize, by_tool: u64, locator: &str, hint: &str) -> String {
+    if by_tool == 0 {
+        return format!(
+            "(Omitted {omitted} bytes. Full formatted result stored at: {locator}. {hint})"
+        );
+    }
+    let all = by_tool.saturating_add(omitted as u64);
+    format!(
+        "(Omitted {all} bytes: {by_tool} by the tool's own output cap and {omitted} in this preview. The result as the tool kept it is stored at: {locator}. {hint})"
+    )
+}
+
+/// Bytes a tool itself left out of its result (its own bounded capture): the sum of the
+/// `omittedBytes` numbers at the top level of its value and in the objects directly under it
+/// (`bash` reports one per stream, `stdout.omittedBytes` and `stderr.omittedBytes`); 0 when
+/// there are none.
+pub fn tool_omitted_bytes(value: Option<&serde_json::Value>) -> u64 {
+    let Some(obj) = value.and_then(serde_json::Value::as_object) else {
+        return 0;
+    };
+    let own = |o: &serde_json::Map<String, serde_json::Value>| {
+        o.get("omittedBytes")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    obj.values()
+        .filter_map(serde_json::Value::as_object)
+        .map(own)
+        .fold(own(obj), u64::saturating_add)
 }
 
 fn gap(omitted: usize) -> String {
@@ -71,18 +106,25 @@ fn gap(omitted: usize) -> String {
 }
 
 /// Builds the bounded replacement of `text` (see the module docs), or `None` when even the
-/// notice does not fit in `cap` bytes.
-pub fn replacement(text: &str, cap: usize, locator: &str, hint: &str) -> Option<String> {
+/// notice does not fit in `cap` bytes. `by_tool`: bytes the tool itself already left out
+/// ([`tool_omitted_bytes`]), counted into the notice.
+pub fn replacement(
+    text: &str,
+    cap: usize,
+    locator: &str,
+    hint: &str,
+    by_tool: u64,
+) -> Option<String> {
     let total = text.len();
     // Reserve the notice and gap priced at the worst-case omission (all bytes): their digit
     // count bounds the real one, so the result never exceeds `cap`.
-    let reserve = notice(total, locator, hint).len() + 2 + gap(total).len();
+    let reserve = notice(total, by_tool, locator, hint).len() + 2 + gap(total).len();
     let budget = cap.checked_sub(reserve)?;
     let (head, tail, omitted) = head_tail(text, budget);
     let out = format!(
         "{head}{}{tail}\n\n{}",
         gap(omitted),
-        notice(omitted, locator, hint)
+        notice(omitted, by_tool, locator, hint)
     );
     (out.len() <= cap).then_some(out)
 }
@@ -139,6 +181,7 @@ pub fn install(
                 };
                 let req = SaveTextSpill {
                     session_id: caller.session_id.as_str().to_owned(),
+                    header: Some(caller.session.header().clone()),
                     source: SpillSource {
                         tool_name: exec.name.clone(),
                         call_id: exec.call_id.as_str().to_owned(),
@@ -163,7 +206,14 @@ pub fn install(
                         return Ok(decision);
                     }
                 };
-                match replacement(&text, max_inline_bytes, &saved.locator, &saved.retrieval_hint) {
+                let by_tool = tool_omitted_bytes(result.value());
+                match replacement(
+                    &text,
+                    max_inline_bytes,
+                    &saved.locator,
+                    &saved.retrieval_hint,
+                    by_tool,
+                ) {
                     Some(t) => Ok(PostToolDecision::ReplaceContent {
                         content: vec![ContentBlock::text(t)],
                         additional_contexts: contexts,

@@ -1,5 +1,6 @@
 //! The local spill store ([`LocalSpillStore`], `ctx.spillStore`): persists a tool's full text
-//! under `<root>/session-<sha256(session id), 12 hex>/<12 random hex>-<safe name>` with a 0700
+//! as `<12 random hex>-<safe name>` in the session's spill folder ([`LocalSpillStore::folder_for`]:
+//! `<session folder>/spill/` beside the stored log, else a private temporary folder) with a 0700
 //! directory and an exclusively created 0600 file (behaviour notes: `docs/tools.md`, "Spill").
 
 use std::collections::HashMap;
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use dsh_fs::FsService;
-use dsh_kernel::{Context, Registration};
+use dsh_kernel::{Context, Disposer, Registration};
+use dsh_session::SessionHeader;
 use sha2::{Digest, Sha256};
 
 /// Errors of the spill store.
@@ -38,11 +40,17 @@ pub struct SpillSource {
     pub label: String,
 }
 
+/// Name of the spill folder inside a session's own folder (`<session folder>/spill/`).
+pub const SPILL_DIR_NAME: &str = "spill";
+
 /// One save request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SaveTextSpill {
     /// The owning session id (storage namespace).
     pub session_id: String,
+    /// The owning session's header, when known: with it the file goes to the session's own
+    /// folder ([`LocalSpillStore::folder_for`]); without it, to `<root>/session-<hash>/`.
+    pub header: Option<SessionHeader>,
     /// The producing tool call.
     pub source: SpillSource,
     /// A name hint (e.g. `bash.txt`); encoded to one safe path segment, never used as a path.
@@ -101,11 +109,16 @@ pub fn session_dir(root: &Path, session_id: &str) -> PathBuf {
     root.join(format!("session-{hex}"))
 }
 
-/// The local spill store. The root is the configured one, else a private `dsh-spill-<uuid>`
-/// directory (0700) under the OS temp dir, created at the first save. After creating a session
-/// directory it grants the filesystem service read access to it
-/// ([`FsService::grant_read_root`]) so the `read` tool can open the locator; the grant lives
-/// as long as the plugin scope.
+/// The local spill store. Where a session's files go ([`LocalSpillStore::folder_for`]): with a
+/// configured `root`, `<root>/session-<hash>/`; else, for a stored session, `spill/` in the
+/// session's own folder beside its log (the persistence seam's `session_dir`: the files survive
+/// a resume and are removed with the session by `dsh sessions delete`); else (ephemeral runs) a
+/// private `dsh-spill-<uuid>` directory (0700) under the OS temp dir, created at the first save,
+/// whose session folders are removed when their session is disposed and which is itself
+/// removed when the plugin scope is disposed. A session's folder is granted to the filesystem
+/// service for reading ([`FsService::grant_read_root`]) when it is created and, for a resumed
+/// session whose folder exists, when the session starts, so `read` (and `grep`) can open a
+/// locator; the grant is dropped with the session.
 pub struct LocalSpillStore {
     ctx: Context,
     configured_root: Option<PathBuf>,
@@ -161,6 +174,21 @@ impl LocalSpillStore {
                 dir_builder()
                     .create(&r)
                     .map_err(|e| SpillError::Io(format!("{}: {e}", r.display())))?;
+                // a temporary root dies with the plugin scope (no spill folders left in /tmp)
+                let gone = r.clone();
+                let cleanup = self.ctx.effect(
+                    "spill/temp-root",
+                    vec![Disposer::infallible(move || {
+                        let _ = fs::remove_dir_all(&gone);
+                    })],
+                );
+                match cleanup {
+                    Ok(reg) => reg.detach(),
+                    Err(e) => {
+                        let _ = fs::remove_dir_all(&r);
+                        return Err(SpillError::Io(format!("{}: {e}", r.display())));
+                    }
+                }
                 r
             }
         };
@@ -175,6 +203,74 @@ impl LocalSpillStore {
     /// [`SpillError::Io`] when the root cannot be created.
     pub fn session_dir(&self, session_id: &str) -> Result<PathBuf, SpillError> {
         Ok(session_dir(&self.root()?, session_id))
+    }
+
+    /// The spill folder of a session: `<root>/session-<hash>/` with a configured root; else
+    /// `<session folder>/spill/` when the session is stored (the persistence seam names the
+    /// session's folder); else `<temporary root>/session-<hash>/`. No I/O except creating the
+    /// temporary root.
+    ///
+    /// # Errors
+    /// [`SpillError::Io`] when the temporary root cannot be created.
+    pub fn folder_for(&self, header: &SessionHeader) -> Result<PathBuf, SpillError> {
+        if self.configured_root.is_none()
+            && let Some(dir) = self.stored_folder(header)
+        {
+            return Ok(dir.join(SPILL_DIR_NAME));
+        }
+        self.session_dir(&header.id)
+    }
+
+    /// The session's own folder from the persistence seam, when sessions are stored.
+    fn stored_folder(&self, header: &SessionHeader) -> Option<PathBuf> {
+        let service = self.ctx.get::<dsh_persistence::PersistenceService>()?;
+        service.backend().ok()?.session_dir(header)
+    }
+
+    /// A session started (or was resumed): grant its existing spill folder for reading, so the
+    /// locators in its earlier tool results stay readable.
+    pub(crate) fn session_started(&self, header: &SessionHeader) {
+        if self.configured_root.is_none()
+            && let Some(dir) = self.stored_folder(header)
+        {
+            let dir = dir.join(SPILL_DIR_NAME);
+            if dir.is_dir() {
+                self.ensure_grant(&dir);
+            }
+        }
+    }
+
+    /// A session was disposed: drop the read grant of its folder; a folder under the temporary
+    /// root (an unstored session) is removed.
+    pub(crate) fn session_ended(&self, header: &SessionHeader) {
+        let stored = if self.configured_root.is_none() {
+            self.stored_folder(header)
+        } else {
+            None
+        };
+        let (dir, remove) = match stored {
+            Some(d) => (d.join(SPILL_DIR_NAME), false),
+            None => {
+                let root = match &self.configured_root {
+                    Some(r) => r.clone(),
+                    None => match &*self.root.lock().unwrap_or_else(PoisonError::into_inner) {
+                        Some(r) => r.clone(),
+                        None => return,
+                    },
+                };
+                (
+                    session_dir(&root, &header.id),
+                    self.configured_root.is_none(),
+                )
+            }
+        };
+        self.grants
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&dir);
+        if remove {
+            let _ = fs::remove_dir_all(&dir);
+        }
     }
 
     fn ensure_grant(&self, dir: &Path) {
@@ -202,7 +298,10 @@ impl LocalSpillStore {
     /// [`SpillError::UnsafePath`] when the session directory is a symlink or not a directory;
     /// [`SpillError::Io`] for any creation or write failure (the caller keeps the original).
     pub fn save_text(&self, req: &SaveTextSpill) -> Result<SpillRef, SpillError> {
-        let dir = self.session_dir(&req.session_id)?;
+        let dir = match &req.header {
+            Some(h) => self.folder_for(h)?,
+            None => self.session_dir(&req.session_id)?,
+        };
         dir_builder()
             .recursive(true)
             .create(&dir)

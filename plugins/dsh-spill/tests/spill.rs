@@ -230,6 +230,7 @@ fn store_modes_exclusive_names_and_unsafe_dir() {
     let store = LocalSpillStore::new(kernel.root().clone(), Some(root.clone()));
     let req = SaveTextSpill {
         session_id: "../evil".into(),
+        header: None,
         source: SpillSource {
             tool_name: "bash".into(),
             call_id: "c1".into(),
@@ -263,6 +264,7 @@ fn store_modes_exclusive_names_and_unsafe_dir() {
     let err = store
         .save_text(&SaveTextSpill {
             session_id: "s-2".into(),
+            header: None,
             ..req
         })
         .unwrap_err();
@@ -303,4 +305,42 @@ fn settings_take_snake_case_keys_and_reject_unknown_ones() {
         }
     );
     assert!(serde_json::from_value::<SpillConfig>(json!({"maxInlineBytes": 100})).is_err());
+}
+
+#[test]
+fn a_tool_that_capped_its_own_output_is_counted_in_the_notice() {
+    // bash's value: one `omittedBytes` per stream
+    let value = json!({"stdout": {"omittedBytes": 1000}, "stderr": {"omittedBytes": 20}, "timedOut": false});
+    assert_eq!(policy::tool_omitted_bytes(Some(&value)), 1020);
+    assert_eq!(
+        policy::tool_omitted_bytes(Some(&json!({"omittedBytes": 7}))),
+        7
+    );
+    assert_eq!(policy::tool_omitted_bytes(Some(&json!("text"))), 0);
+    assert_eq!(policy::tool_omitted_bytes(None), 0);
+
+    let text = "a".repeat(300);
+    let out = policy::replacement(&text, 250, "/s/f.txt", "Hint.", 1020).unwrap();
+    assert!(out.len() <= 250, "{}", out.len());
+    let n = omitted_of(&out);
+    assert!(out.ends_with(&format!(
+        "(Omitted {} bytes: 1020 by the tool's own output cap and {n} in this preview. The result as the tool kept it is stored at: /s/f.txt. Hint.)",
+        1020 + n
+    )), "{out}");
+    let preview = &out[..out.rfind("\n\n(Omitted").unwrap()];
+    assert_eq!(preview.matches('a').count() + n, 300);
+    // without a prior cap the upstream wording stays
+    let out = policy::replacement(&text, 250, "/s/f.txt", "Hint.", 0).unwrap();
+    let n = omitted_of(&out);
+    assert!(out.ends_with(&format!(
+        "(Omitted {n} bytes. Full formatted result stored at: /s/f.txt. Hint.)"
+    )));
+}
+
+/// The count in the gap marker `[... N bytes omitted ...]` of a replacement.
+fn omitted_of(out: &str) -> usize {
+    let from = out.find("[... ").unwrap() + 5;
+    out[from..from + out[from..].find(' ').unwrap()]
+        .parse()
+        .unwrap()
 }

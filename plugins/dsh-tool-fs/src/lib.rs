@@ -19,7 +19,8 @@
 //! - Failures are typed results: `error.info = {name: "FsError", code: "FS_*"}`.
 //! - `meta`: read → `{path, offset, lines:[{number,text}], totalLines, lang?}`; write →
 //!   `{path, operation, diff}`; edit → `{path, replacements, diff}` where `diff` is a unified
-//!   diff (3 lines of context) of the LF-normalised text.
+//!   diff (3 lines of context) of the LF-normalised text, long lines cut to the change plus
+//!   [`dsh_fs::text::DIFF_CONTEXT_BYTES`] on each side (see [`dsh_fs::text::unified_diff`]).
 //!
 //! Settings section `dsh-tool-fs` (snake_case keys, all optional, unknown keys rejected):
 //! `workspace`, `read_limit`, `read_max_line_length`, `read_max_bytes`, `max_read_file_bytes`,

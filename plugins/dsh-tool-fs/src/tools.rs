@@ -168,6 +168,24 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Resolves a write target: through the workspace fence, unless a person approved this very
+    /// call (`approved`, see [`approved_call`]) — then a target outside the workspace is let
+    /// through for this call only.
+    fn resolve_write(
+        &self,
+        path: &str,
+        ws: &std::path::Path,
+        approved: bool,
+    ) -> Result<dsh_fs::FsTarget, ToolFailure> {
+        match self.fs.resolve(path, ws, Access::Write) {
+            Err(FsError::OutsideWorkspace { .. }) if approved => self
+                .fs
+                .resolve_approved(path, ws, Access::Write)
+                .map_err(|e| fs_failure(&e)),
+            r => r.map_err(|e| fs_failure(&e)),
+        }
+    }
+
     /// `(owner, workspace)` of the call.
     fn who(&self, cx: &ToolRunContext) -> Result<(String, PathBuf), ToolFailure> {
         let caller = cx.exec.caller.as_ref();
@@ -186,6 +204,19 @@ impl Shared {
         };
         Ok((owner, ws))
     }
+}
+
+/// Takes the `allowed-once` grant of this call from the approval service, if a person approved
+/// it (the permission preset asks before a write outside the workspace): true at most once per
+/// call, so a later call is fenced again. See docs/tools.md ("File tools").
+fn approved_call(cx: &ToolRunContext) -> bool {
+    let Some(caller) = cx.exec.caller.as_ref() else {
+        return false;
+    };
+    caller
+        .ctx
+        .get::<dsh_approval::ApprovalService>()
+        .is_some_and(|a| a.take_grant(&caller.session_id, &cx.exec.call_id))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -398,11 +429,9 @@ impl Tool for Write {
             return Err(invalid("write", "file_path must be a non-empty string"));
         }
         let (owner, ws) = sh.who(&cx)?;
+        let approved = approved_call(&cx);
         blocking(move || {
-            let t = sh
-                .fs
-                .resolve(&args.file_path, &ws, Access::Write)
-                .map_err(|e| fs_failure(&e))?;
+            let t = sh.resolve_write(&args.file_path, &ws, approved)?;
             let intent = if sh.cfg.require_read_before_write {
                 sh.obs.write_intent(&owner, &t)
             } else {
@@ -488,11 +517,9 @@ impl Tool for Edit {
             return Err(invalid("edit", "file_path must be a non-empty string"));
         }
         let (owner, ws) = sh.who(&cx)?;
+        let approved = approved_call(&cx);
         blocking(move || {
-            let t = sh
-                .fs
-                .resolve(&args.file_path, &ws, Access::Write)
-                .map_err(|e| fs_failure(&e))?;
+            let t = sh.resolve_write(&args.file_path, &ws, approved)?;
             let guard = if sh.cfg.require_read_before_write {
                 Some(sh.obs.edit_guard(&owner, &t).map_err(|e| fs_failure(&e))?)
             } else {

@@ -71,6 +71,20 @@ fn workspace_root(cfg: &SearchConfig, cx: &ToolRunContext) -> Result<PathBuf, To
     paths::canonical_root(&root).map_err(|e| fail(&e))
 }
 
+/// The read root granted on the filesystem service (`dsh_fs::FsService::grant_read_root`, e.g. a
+/// session's spill folder) that holds the absolute search `path`, if any: `grep` searches such a
+/// path with that root in place of the workspace (paths shown relative to it), as `read` may
+/// read it. See docs/tools.md ("Spill").
+fn granted_root(cx: &ToolRunContext, path: Option<&str>) -> Option<PathBuf> {
+    let path = std::path::Path::new(path?);
+    if !path.is_absolute() {
+        return None;
+    }
+    let canon = path.canonicalize().ok()?;
+    let fs = cx.exec.caller.as_ref()?.ctx.get::<dsh_fs::FsService>()?;
+    fs.read_roots().into_iter().find(|r| canon.starts_with(r))
+}
+
 /// Runs a blocking search with a cancel flag wired to the call's signal.
 async fn blocking<T: Send + 'static>(
     cx: &ToolRunContext,
@@ -117,7 +131,10 @@ impl Tool for Grep {
     }
 
     async fn call(&self, args: GrepRequest, cx: ToolRunContext) -> Result<GrepOutput, ToolFailure> {
-        let root = workspace_root(&self.cfg, &cx)?;
+        let root = match granted_root(&cx, args.path.as_deref()) {
+            Some(granted) => granted,
+            None => workspace_root(&self.cfg, &cx)?,
+        };
         let opts = GrepOptions {
             max_matches: self.cfg.grep_max_matches,
             max_line_bytes: self.cfg.grep_max_line_bytes,

@@ -11,10 +11,13 @@
 //! - `import PATH` ([`import`]): stores such a file under its header id, repaired like a load.
 //! - `export ID --to BACKEND` ([`export`]): copies a stored session into another registered
 //!   backend over the same sessions directory.
+//! - `delete ID` ([`delete`]): removes a stored session with its own folder (spilled tool
+//!   output); a session another process is writing is refused (`SESSION_LOCKED`, exit 1).
 //!
 //! Behaviour: `docs/persistence.md` ("Inspection", "Verify").
 
 use dsh_kernel::ErrorCode;
+mod delete;
 mod export;
 mod fmt;
 mod fork;
@@ -80,6 +83,12 @@ pub enum SessionsCommand {
         #[arg(long, value_name = "BACKEND")]
         to: String,
     },
+    /// Delete a stored session and its own folder (spilled tool output); refuses a session
+    /// another process is writing.
+    Delete {
+        /// Session id.
+        id: String,
+    },
 }
 
 /// Runs a session subcommand; returns the process exit code (0 ok, 1 failure/not clean,
@@ -97,6 +106,7 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
         SessionsCommand::Verify { path, json } => verify::run(&storage, &path, json),
         SessionsCommand::Import { path } => import::run(&storage, &path),
         SessionsCommand::Export { id, to } => export::run(&storage, &id, &to),
+        SessionsCommand::Delete { id } => delete::run(&storage, &id),
     };
     storage.close().await;
     result
