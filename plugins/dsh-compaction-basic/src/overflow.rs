@@ -69,3 +69,53 @@ pub fn stated_context_limit(text: &str) -> Option<u64> {
         .collect();
     digits.parse().ok()
 }
+
+/// Per-agent accounting of context-overflow retries. After a context-window failure the loop
+/// retries the request only when compaction (or pruning) changed the surface — its replace
+/// generation advanced — and fewer than `max` retries were spent since the counter was last
+/// reset; reset it on every `assistant/message` and when the agent goes idle. So a second
+/// overflow right after a retry ends the turn instead of looping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverflowRetries {
+    max: u32,
+    used: u32,
+}
+
+impl OverflowRetries {
+    /// A counter allowing `max` retries (`[compaction] max_overflow_retries`, default 1).
+    pub fn new(max: u32) -> Self {
+        Self { max, used: 0 }
+    }
+
+    /// Whether to retry after an overflow, given the surface's replace generation before and
+    /// after the compaction attempt; counts the retry when it says yes.
+    pub fn should_retry(&mut self, generation_before: u64, generation_after: u64) -> bool {
+        if generation_after <= generation_before || self.used >= self.max {
+            return false;
+        }
+        self.used += 1;
+        true
+    }
+
+    /// Forgets the spent retries (an assistant message arrived, or the agent went idle).
+    pub fn reset(&mut self) {
+        self.used = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_retry_per_overflow_and_only_when_the_surface_changed() {
+        let mut r = OverflowRetries::new(1);
+        assert!(!r.should_retry(3, 3), "nothing was compacted");
+        assert!(r.should_retry(3, 4));
+        assert!(!r.should_retry(4, 5), "a second overflow ends the turn");
+        r.reset();
+        assert!(r.should_retry(5, 6));
+        let mut none = OverflowRetries::new(0);
+        assert!(!none.should_retry(0, 1));
+    }
+}
