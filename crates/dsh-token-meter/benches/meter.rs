@@ -18,12 +18,8 @@ use dsh_token_meter::TokenMeter;
 
 fn step(s: &Session, step: u64) {
     let sd = StepData { turn: 1, step };
-    s.append(
-        EventType::STEP_START,
-        EventData::StepStart(sd),
-        None,
-    )
-    .unwrap();
+    s.append(EventType::STEP_START, EventData::StepStart(sd), None)
+        .unwrap();
     let id = format!("call_{step}");
     let msg = Message::assistant(
         vec![

@@ -38,12 +38,8 @@ fn usage(input: u64, output: u64, cache_read: u64) -> TokenUsage {
 /// the tool result.
 fn tool_step(s: &Session, turn: u64, step: u64, result: &str, u: Option<TokenUsage>) -> (u64, u64) {
     let sd = StepData { turn, step };
-    s.append(
-        EventType::STEP_START,
-        EventData::StepStart(sd),
-        None,
-    )
-    .unwrap();
+    s.append(EventType::STEP_START, EventData::StepStart(sd), None)
+        .unwrap();
     let id = format!("call_{turn}_{step}");
     let msg = Message::assistant(
         vec![ContentBlock::tool_call(
@@ -206,12 +202,8 @@ fn usage_chunk_of_the_same_step_is_the_fallback() {
     let s = Session::create("s", None, None).unwrap();
     start(&s, 1, "abcdefgh");
     let sd = StepData { turn: 1, step: 1 };
-    s.append(
-        EventType::STEP_START,
-        EventData::StepStart(sd),
-        None,
-    )
-    .unwrap();
+    s.append(EventType::STEP_START, EventData::StepStart(sd), None)
+        .unwrap();
     s.append(
         EventType::ASSISTANT_CHUNK,
         EventData::AssistantChunk(AssistantChunkData {
