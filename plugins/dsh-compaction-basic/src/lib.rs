@@ -13,6 +13,8 @@
 //! - [`pruner`]: the tool-result pruner (8192 / 4096 / 1024 code points).
 //! - [`BasicCompaction`]: the [`dsh_compaction::CompactionService`] this plugin provides as
 //!   [`dsh_compaction::Compaction`]; it registers the typed `compaction/*` event types.
+//! - [`triggers`]: with `auto` on, the `agent/pre-step` (pressure) and `agent/request-error`
+//!   (context overflow, one retry) listeners.
 //!
 //! See docs/upstream/compaction.md.
 
@@ -22,6 +24,7 @@ pub mod overflow;
 pub mod policy;
 pub mod pruner;
 pub mod summarizer;
+pub mod triggers;
 
 use std::sync::Arc;
 
@@ -38,19 +41,25 @@ fn start(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     let llm = ctx.require::<dsh_llm::LlmService>()?;
     let lookup_llm = llm.clone();
     let lookup: ModelLookup = Arc::new(move |p: &str, m: &str| lookup_llm.resolve_model(p, m));
-    let engine = BasicCompaction::new(
+    let (auto, max_overflow_retries) = (cfg.auto, cfg.max_overflow_retries);
+    let engine = Arc::new(BasicCompaction::new(
         cfg,
         dsh_llm::models::ModelCatalog::builtin(),
         lookup,
         Arc::new(summarizer::LlmSummarizer(llm)),
-    );
-    ctx.provide(Arc::new(dsh_compaction::Compaction(Arc::new(engine))))?
+    ));
+    ctx.provide(Arc::new(dsh_compaction::Compaction(engine.clone())))?
         .detach();
+    if auto {
+        for r in triggers::install(ctx, engine, max_overflow_retries)? {
+            r.detach();
+        }
+    }
     Ok(())
 }
 
 dsh_kernel::plugin! {
-    after = [dsh_llm::PLUGIN, dsh_session::PLUGIN],
+    after = [dsh_llm::PLUGIN, dsh_session::PLUGIN, dsh_agent::PLUGIN],
     settings = CompactionConfig,
     aliases = ["compaction"],
     start = start,
