@@ -91,6 +91,14 @@ impl BasicCompaction {
         (got, m.nodes().iter().map(|n| n.tokens).collect())
     }
 
+    /// Drops the per-session state (meter) of a session that went away.
+    pub fn forget(&self, session_id: &str) {
+        self.meters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+    }
+
     /// The context window of the route in force for `session`, if known.
     pub fn context_window(&self, session: &Session) -> Option<u64> {
         let header = session.request_header()?;

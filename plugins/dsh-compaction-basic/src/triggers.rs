@@ -10,7 +10,7 @@
 //!   ask the loop to retry when [`OverflowRetries`] allows it (the surface changed, no retry
 //!   spent since the last assistant message); otherwise the failure goes on down the chain.
 //! - `session/event`: an `assistant/message` or a `turn/end` resets that session's overflow
-//!   counter.
+//!   counter; `session/disposed` drops the session's meter and counter.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use dsh_agent::{AgentPreStep, AgentRequestError, RetryDecision};
 use dsh_compaction::{CompactionService, CompactionTarget, Trigger};
 use dsh_kernel::{Context, Registration};
-use dsh_session::{CoreKind, SessionEventEmitted};
+use dsh_session::{CoreKind, SessionDisposed, SessionEventEmitted};
 
 use crate::engine::BasicCompaction;
 use crate::overflow::{OverflowRetries, is_context_overflow};
 
-/// Installs the three listeners through `ctx`; `max_overflow_retries` bounds the retries per
+/// Installs the listeners through `ctx`; `max_overflow_retries` bounds the retries per
 /// agent between two assistant messages.
 ///
 /// # Errors
@@ -61,7 +61,7 @@ pub fn install(
         }
     })?);
 
-    let e = engine;
+    let e = engine.clone();
     let c = counters.clone();
     regs.push(ctx.on_waterfall::<AgentRequestError, _, _>(move |p, next| {
         let engine = e.clone();
@@ -95,6 +95,14 @@ pub fn install(
                 next.run(p).await
             }
         }
+    })?);
+
+    let c = counters.clone();
+    regs.push(ctx.on_emit::<SessionDisposed>(move |n| {
+        engine.forget(n.session.id());
+        c.lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .remove(n.session.id());
     })?);
 
     let c = counters;

@@ -303,7 +303,10 @@ async fn overflow_compacts_and_retries_once_then_a_second_overflow_ends_the_turn
     let session = agent.session();
     assert_eq!(turn_end(session), json!({"kind": "completed"}));
     assert_eq!(kinds_of(session, "compaction/start").len(), 1);
-    assert_eq!(check_invariants(&session.events(), Some(session.registry())), vec![]);
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
     {
         let requests = script.requests.lock().unwrap();
         // step 1, step 2 (overflow), summary, step 2 again.
