@@ -18,6 +18,7 @@ mod chunk;
 mod content;
 mod error;
 mod ids;
+pub mod models;
 mod request;
 mod service;
 

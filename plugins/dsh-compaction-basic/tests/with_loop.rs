@@ -1,0 +1,345 @@
+//! End to end with the real agent loop and a scripted in-process adapter: the booted plugin
+//! compacts under pressure before steps (keeping calls with their results), and recovers from
+//! a context-window error by compacting and retrying exactly once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_agent::{Agent, AgentOptions, AgentRegistry, CreateAgentOptions};
+use dsh_kernel::Kernel;
+use dsh_llm::{
+    CallPurpose, ChunkStream, ContentBlock, FinishReason, GenerateOptions, LlmAdapter, LlmFailure,
+    LlmService, Message, ModelInfo, StreamChunk, TokenUsage,
+};
+use dsh_session::{EventData, Session, SessionEvent, check_invariants};
+use dsh_token_meter::TokenMeter;
+use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRegistry, ToolRunContext};
+use futures::StreamExt;
+use serde_json::json;
+
+// Name the plugin crates this test binary links.
+use dsh_agent as _;
+use dsh_agent_loop as _;
+use dsh_compaction_basic as _;
+use dsh_llm as _;
+use dsh_session as _;
+use dsh_tools as _;
+
+const SUMMARY: &str = "## Current Work\n- reading the big files";
+
+struct Recorded {
+    opts: GenerateOptions,
+    log_len: usize,
+}
+
+struct Script {
+    window: u64,
+    responses: Mutex<VecDeque<Vec<StreamChunk>>>,
+    requests: Mutex<Vec<Recorded>>,
+    session: Mutex<Option<Arc<Session>>>,
+}
+
+impl LlmAdapter for Script {
+    fn stream(&self, opts: GenerateOptions) -> ChunkStream {
+        let log_len = self.session.lock().unwrap().as_ref().map_or(0, |s| s.len());
+        let compaction = opts.purpose == Some(CallPurpose::Compaction);
+        self.requests
+            .lock()
+            .unwrap()
+            .push(Recorded { opts, log_len });
+        let chunks = if compaction {
+            text(SUMMARY)
+        } else {
+            self.responses
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_default()
+        };
+        futures::stream::iter(chunks.into_iter().map(Ok)).boxed()
+    }
+
+    fn models(&self, _provider: &str) -> Vec<ModelInfo> {
+        let mut m = ModelInfo::new("m");
+        m.context_window = Some(self.window);
+        vec![m]
+    }
+}
+
+fn usage() -> StreamChunk {
+    StreamChunk::Usage {
+        usage: TokenUsage::default(),
+    }
+}
+
+fn text(t: &str) -> Vec<StreamChunk> {
+    vec![
+        StreamChunk::BlockStart {
+            index: 0,
+            block_type: "text".into(),
+        },
+        StreamChunk::TextDelta {
+            index: 0,
+            text: t.into(),
+        },
+        StreamChunk::BlockEnd {
+            index: 0,
+            block: ContentBlock::text(t),
+        },
+        usage(),
+        StreamChunk::Finish {
+            reason: FinishReason::Stop,
+            replay_state: None,
+        },
+    ]
+}
+
+fn call(id: &str) -> Vec<StreamChunk> {
+    vec![
+        StreamChunk::BlockStart {
+            index: 0,
+            block_type: "tool-call".into(),
+        },
+        StreamChunk::ToolCallDelta {
+            index: 0,
+            id: id.into(),
+            name: Some("big".into()),
+            arguments_delta: "{}".into(),
+        },
+        StreamChunk::BlockEnd {
+            index: 0,
+            block: ContentBlock::tool_call(id, "big", "{}"),
+        },
+        usage(),
+        StreamChunk::Finish {
+            reason: FinishReason::ToolCalls,
+            replay_state: None,
+        },
+    ]
+}
+
+fn overflow() -> Vec<StreamChunk> {
+    vec![StreamChunk::Finish {
+        reason: FinishReason::Error {
+            failure: LlmFailure::new(
+                "CONTEXT_WINDOW_EXCEEDED",
+                "test: This model's maximum context length is 6000 tokens (HTTP 400)",
+            )
+            .with_status(400),
+        },
+        replay_state: None,
+    }]
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
+/// `big`: a 4,000-character result (about 1,000 tokens).
+struct Big;
+
+impl Tool for Big {
+    const NAME: &'static str = "big";
+    type Args = NoArgs;
+    type Output = String;
+    fn description(&self) -> String {
+        "Return a big text.".into()
+    }
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::READ_ONLY
+    }
+    async fn call(&self, _: NoArgs, _: ToolRunContext) -> Result<String, ToolFailure> {
+        Ok("x".repeat(4000))
+    }
+}
+
+async fn run(
+    window: u64,
+    prompt: &str,
+    responses: Vec<Vec<StreamChunk>>,
+) -> (Kernel, Agent, Arc<Script>) {
+    let kernel = Kernel::new();
+    kernel.boot().await.expect("boot");
+    let script = Arc::new(Script {
+        window,
+        responses: Mutex::new(responses.into()),
+        requests: Mutex::default(),
+        session: Mutex::default(),
+    });
+    let llm = kernel.root().require::<LlmService>().unwrap();
+    llm.register_adapter(vec!["test".into()], script.clone())
+        .unwrap()
+        .detach();
+    let tools = kernel.root().require::<ToolRegistry>().unwrap();
+    tools.register_tool(kernel.root(), Big).unwrap().detach();
+    let registry = kernel.root().require::<AgentRegistry>().unwrap();
+    let agent = registry
+        .create(CreateAgentOptions {
+            id: Some("compaction-e2e".into()),
+            options: AgentOptions {
+                provider: Some("test".into()),
+                model: Some("m".into()),
+                max_tokens: None,
+            },
+            cwd: Some("/tmp".into()),
+            ..CreateAgentOptions::default()
+        })
+        .await
+        .unwrap();
+    *script.session.lock().unwrap() = Some(agent.session().clone());
+    agent.followup(Message::user_text(prompt)).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), agent.when_idle())
+        .await
+        .expect("agent became idle");
+    (kernel, agent, script)
+}
+
+fn kinds_of(session: &Session, prefix: &str) -> Vec<String> {
+    session
+        .events()
+        .iter()
+        .map(|e| e.kind.as_str().to_owned())
+        .filter(|k| k.starts_with(prefix))
+        .collect()
+}
+
+fn turn_end(session: &Session) -> serde_json::Value {
+    session
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| match &e.data {
+            EventData::TurnEnd(d) => serde_json::to_value(&d.reason).ok(),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// Every tool call in `messages` has its result after it and every result follows its call.
+fn paired(messages: &[Arc<Message>]) -> bool {
+    let mut open: HashSet<String> = HashSet::new();
+    for m in messages {
+        for (id, _, _) in m.tool_calls() {
+            open.insert(id.to_string());
+        }
+        for b in &m.content {
+            if let ContentBlock::ToolResult { tool_call_id, .. } = b
+                && !open.remove(&tool_call_id.to_string())
+            {
+                return false;
+            }
+        }
+    }
+    open.is_empty()
+}
+
+#[tokio::test]
+async fn pressure_compacts_before_steps_and_every_request_fits() {
+    let mut responses: Vec<Vec<StreamChunk>> = (1..=14).map(|i| call(&format!("c{i}"))).collect();
+    responses.push(text("All read."));
+    let (_k, agent, script) = run(6000, "Read the big files.", responses).await;
+    let session = agent.session();
+    assert_eq!(turn_end(session), json!({"kind": "completed"}));
+    let starts = kinds_of(session, "compaction/start").len();
+    // ~1,022 tokens per step against a 4,800-token threshold: steps 5, 9 and 13 compact.
+    assert_eq!(starts, 3);
+    assert_eq!(kinds_of(session, "compaction/end").len(), starts);
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
+
+    let events: Vec<SessionEvent> = session.events().iter().map(|e| (**e).clone()).collect();
+    let all: Vec<Arc<SessionEvent>> = session.events();
+    let requests = script.requests.lock().unwrap();
+    let (summaries, steps): (Vec<&Recorded>, Vec<&Recorded>) = requests
+        .iter()
+        .partition(|r| r.opts.purpose == Some(CallPurpose::Compaction));
+    assert_eq!(summaries.len(), starts);
+    assert_eq!(steps.len(), 15);
+    for (i, r) in steps.iter().enumerate() {
+        // Under the window by the meter's estimate, calls paired, and built from the log.
+        let total = TokenMeter::measure_events(&all[..r.log_len]).total_tokens;
+        assert!(
+            total < 4800,
+            "request {i}: {total} tokens (threshold 4,800)"
+        );
+        assert!(
+            paired(&r.opts.messages),
+            "request {i} splits a call from its result"
+        );
+        let prefix = Session::from_restore(session.id(), events[..r.log_len].to_vec(), None)
+            .expect("prefix restores");
+        let derived: Vec<Message> = prefix
+            .derive_messages()
+            .iter()
+            .map(|m| (**m).clone())
+            .collect();
+        let sent: Vec<Message> = r.opts.messages.iter().map(|m| (**m).clone()).collect();
+        assert_eq!(sent, derived, "request {i} is not the log-derived history");
+    }
+    for r in &summaries {
+        let last = r.opts.messages.last().unwrap();
+        assert!(last.text().contains("## Primary Request and Intent"));
+        assert_eq!(r.opts.tools.len(), 1);
+        assert!(paired(&r.opts.messages[..r.opts.messages.len() - 1]));
+    }
+    // The final history starts with the newest checkpoint.
+    let first = session.derive_messages()[0].clone();
+    assert!(dsh_compaction::is_checkpoint(&first));
+}
+
+#[tokio::test]
+async fn overflow_compacts_and_retries_once_then_a_second_overflow_ends_the_turn() {
+    let prompt = "Read this: ".to_owned() + &"p".repeat(4000);
+    let (_k, agent, script) = run(
+        1_000_000,
+        &prompt,
+        vec![call("c1"), overflow(), text("Recovered.")],
+    )
+    .await;
+    let session = agent.session();
+    assert_eq!(turn_end(session), json!({"kind": "completed"}));
+    assert_eq!(kinds_of(session, "compaction/start").len(), 1);
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
+    {
+        let requests = script.requests.lock().unwrap();
+        // step 1, step 2 (overflow), summary, step 2 again.
+        let purposes: Vec<bool> = requests
+            .iter()
+            .map(|r| r.opts.purpose == Some(CallPurpose::Compaction))
+            .collect();
+        assert_eq!(purposes, vec![false, false, true, false]);
+        let retried = &requests[3].opts.messages;
+        assert!(dsh_compaction::is_checkpoint(&retried[0]));
+        assert_eq!(retried.len(), 3, "checkpoint, call, result");
+    }
+
+    let (_k, agent, script) = run(
+        1_000_000,
+        &prompt,
+        vec![call("c1"), overflow(), overflow(), text("never")],
+    )
+    .await;
+    let session = agent.session();
+    assert_eq!(
+        turn_end(session),
+        json!({"kind": "error", "error": {
+            "message": "test: This model's maximum context length is 6000 tokens (HTTP 400)",
+            "code": "CONTEXT_WINDOW_EXCEEDED", "status": 400
+        }})
+    );
+    let steps = script
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.opts.purpose != Some(CallPurpose::Compaction))
+        .count();
+    assert_eq!(steps, 3, "one retry, no loop");
+}
