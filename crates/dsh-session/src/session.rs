@@ -178,6 +178,9 @@ impl State {
         };
         registry.check_admit(&e.kind, opaque, e.ignorable)?;
         check_lossless(&e.data)?;
+        if let Some(r) = &e.residual {
+            r.check_lossless()?;
+        }
         let placement = self.surface.validate(
             &e.kind,
             e.seq,
@@ -455,7 +458,8 @@ impl Session {
     }
 
     /// [`Session::append`] for a JSON payload: core types are parsed into their typed payload
-    /// (`MALFORMED_EVENT` if they do not match), others stay opaque. `ignorable` marks the event
+    /// (`MALFORMED_EVENT` if they do not match; fields dsh does not model are carried in the
+    /// event's `residual`, see docs/formats.md), others stay opaque. `ignorable` marks the event
     /// skippable by readers that do not know its type.
     ///
     /// # Errors
@@ -468,8 +472,24 @@ impl Session {
         ignorable: bool,
     ) -> Result<Arc<SessionEvent>, SessionError> {
         let kind = kind.into();
-        let data = EventData::from_value(&kind, data, None)?;
-        self.append_opts(kind, data, intent, ignorable)
+        let (data, residual) = EventData::from_value_carrying(&kind, data, None)?;
+        let (surface_op, source_event_seqs) = match intent {
+            Some(i) => (Some(i.surface_op), i.source_event_seqs),
+            None => (None, None),
+        };
+        self.append_inner(
+            SessionEvent {
+                kind,
+                seq: 0,
+                time: 0,
+                data,
+                ignorable,
+                source_event_seqs,
+                surface_op,
+                residual: residual.map(Arc::new),
+            },
+            true,
+        )
     }
 
     /// [`Session::append`] with the `ignorable` flag.
@@ -496,6 +516,7 @@ impl Session {
                 ignorable,
                 source_event_seqs,
                 surface_op,
+                residual: None,
             },
             true,
         )
@@ -588,6 +609,7 @@ impl Session {
                 ignorable: false,
                 source_event_seqs: None,
                 surface_op: None,
+                residual: None,
             };
             pre = Some(st.validate(seed_end, &self.registry, checker, true, true, next)?);
             next += 1;

@@ -92,6 +92,7 @@ fn surface_event_serializes_provenance_then_op() {
         ignorable: false,
         source_event_seqs: Some(vec![1, 2]),
         surface_op: Some(SurfaceOp::Replace { start: 2, end: 1 }),
+        residual: None,
     };
     assert_eq!(
         e.to_json(),
@@ -152,9 +153,22 @@ fn turn_end_reasons_parse_typed_or_other() {
 }
 
 #[test]
-fn core_payload_with_unmodelled_field_is_malformed() {
-    let err = SessionEvent::from_json(
-        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"surprise":true}}"#,
+fn core_payload_with_unmodelled_field_is_carried_and_a_missing_one_is_malformed() {
+    let line = r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"surprise":true}}"#;
+    let e = SessionEvent::from_json(line).expect("carried");
+    assert_eq!(
+        e.data,
+        EventData::TurnStart(TurnStartData {
+            turn: 1,
+            trigger: None
+        })
+    );
+    assert_eq!(e.to_json(), line);
+    // The strict payload parser still refuses it.
+    let err = EventData::from_value(
+        &EventType::TURN_START,
+        json!({"turn":1,"surprise":true}),
+        None,
     )
     .expect_err("lossy");
     assert_eq!(err.code(), "MALFORMED_EVENT");
@@ -782,6 +796,7 @@ fn ev(seq: u64, data: EventData) -> Arc<SessionEvent> {
         ignorable: false,
         source_event_seqs: None,
         surface_op,
+        residual: None,
     })
 }
 
@@ -965,6 +980,7 @@ fn chunk(seq: u64, time: u64, c: StreamChunk) -> Arc<SessionEvent> {
         ignorable: false,
         source_event_seqs: None,
         surface_op: None,
+        residual: None,
     })
 }
 
