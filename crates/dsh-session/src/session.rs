@@ -31,6 +31,14 @@ use crate::surface::{Placement, SessionSurface, SurfaceManager};
 /// Post-commit observer hook installed by the [`crate::SessionStore`] (emits `session/event`).
 pub type Publisher = Arc<dyn Fn(&Arc<SessionEvent>) + Send + Sync>;
 
+/// The length below which a restore's shrinking input buffer (capacity `cap`, in events) is
+/// shrunk again: 7/8 of it, so the consumed part never holds more than an eighth of the buffer
+/// and the shrinks, when the allocator copies, add up to a few passes over the input. Buffers
+/// of up to 4,096 events are never shrunk (floor 0).
+fn shrink_floor(cap: usize) -> usize {
+    cap.saturating_sub((cap / 8).max(4_096))
+}
+
 /// Current wall clock in epoch milliseconds.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -346,13 +354,24 @@ impl Session {
         }
         let mut st = State::default();
         st.events.reserve(events.len());
-        for e in events {
+        // Each event moves into its own `Arc`. The input is reversed in place and popped, and
+        // its buffer shrunk as it empties, so the consumed events' slots are released while
+        // the restored ones grow: the log is never held twice. See docs/persistence.md
+        // (Memory of a resume).
+        let mut pending = events;
+        pending.reverse();
+        let mut floor = shrink_floor(pending.capacity());
+        while let Some(e) = pending.pop() {
             let mut checker = std::mem::take(&mut st.invariants);
             let expected = st.next_seq();
             let r = st.validate(e, &registry, &mut checker, true, true, expected);
             st.invariants = checker;
             let c = r?;
             st.commit(c);
+            if pending.len() < floor {
+                pending.shrink_to_fit();
+                floor = shrink_floor(pending.capacity());
+            }
         }
         let first_live_seq = st.next_seq();
         Ok(Session {

@@ -736,6 +736,35 @@ fn end_seed_written_before_first_live_write() {
     assert!(!session().end_seed_pending());
 }
 
+/// A restore large enough to shrink its input buffer several times keeps every event, in
+/// order, and refuses a bad event past the first shrink like any other.
+#[test]
+fn restore_of_a_long_log_keeps_every_event_in_order() {
+    let turns = 10_000u64;
+    let log: Vec<SessionEvent> = (0..turns)
+        .flat_map(|t| {
+            [
+                json!({"type":"turn/start","seq":2 * t,"time":t,"data":{"turn":t + 1}}),
+                json!({"type":"turn/end","seq":2 * t + 1,"time":t,"data":{"turn":t + 1,"reason":{"kind":"completed"}}}),
+            ]
+        })
+        .map(|v| SessionEvent::from_value(v).expect("event"))
+        .collect();
+    let s = Session::from_restore("s", log.clone(), None).expect("restores");
+    let restored: Vec<SessionEvent> = s.events().iter().map(|e| (**e).clone()).collect();
+    assert_eq!(restored, log);
+    let mut bad = log;
+    bad.truncate(15_001);
+    bad.push(
+        SessionEvent::from_value(
+            json!({"type":"turn/start","seq":15_002,"time":1,"data":{"turn":1}}),
+        )
+        .expect("event"),
+    );
+    let r = Session::from_restore("s", bad, None);
+    assert_eq!(r.map(|_| ()).map_err(|e| e.code()), Err("SEQ_GAP"));
+}
+
 #[test]
 fn restore_validates_everything() {
     let line = |seq: u64, data: Value| {
