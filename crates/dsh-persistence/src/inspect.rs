@@ -168,6 +168,7 @@ pub(crate) fn fork<S: SessionPersistence + ?Sized>(
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,
+            residual: None,
         });
     }
     Session::from_restore(child_id.clone(), events.clone(), Some(header.clone())).map_err(|e| {

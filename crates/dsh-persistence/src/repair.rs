@@ -145,6 +145,7 @@ pub fn interrupted_turn_closers(events: &[SessionEvent]) -> Vec<SessionEvent> {
             ignorable: false,
             source_event_seqs: p.call_seq.map(|s| vec![s]),
             surface_op: Some(SurfaceOp::Append),
+            residual: None,
         });
         seq += 1;
     }
@@ -157,6 +158,7 @@ pub fn interrupted_turn_closers(events: &[SessionEvent]) -> Vec<SessionEvent> {
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,
+            residual: None,
         });
         seq += 1;
     }
@@ -171,6 +173,7 @@ pub fn interrupted_turn_closers(events: &[SessionEvent]) -> Vec<SessionEvent> {
         ignorable: false,
         source_event_seqs: None,
         surface_op: None,
+        residual: None,
     });
     closers
 }

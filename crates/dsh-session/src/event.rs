@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::error::SessionError;
-use crate::lossless::json_equiv;
+use crate::lossless::{Residual, json_equiv};
 
 /// Upstream `SESSION_FORMAT_VERSION`: the only log format version dsh reads and writes.
 pub const SESSION_FORMAT_VERSION: u64 = 0;
@@ -591,20 +591,48 @@ impl EventData {
         }
     }
 
-    /// Parses the payload of an event of type `kind` from JSON. Core types are parsed into
-    /// their typed variant; any other type yields `Opaque(value)`.
+    /// Parses the payload of an event of type `kind` from JSON, strictly. Core types are parsed
+    /// into their typed variant; any other type yields `Opaque(value)`.
     ///
     /// # Errors
     /// [`SessionError::MalformedEvent`] when a core payload does not match its shape, or when
     /// re-serializing the typed payload would not give an equal JSON value (fields dsh does
-    /// not model); `seq` is attached for messages.
+    /// not model; [`EventData::from_value_carrying`] keeps those instead); `seq` is attached for
+    /// messages.
     pub fn from_value(
         kind: &EventType,
         value: Value,
         seq: Option<u64>,
     ) -> Result<Self, SessionError> {
+        match Self::from_value_carrying(kind, value, seq)? {
+            (data, None) => Ok(data),
+            (_, Some(residual)) => Err(SessionError::malformed(
+                seq,
+                format!(
+                    "`{kind}` payload has fields or shapes dsh does not model (would not round-trip): {residual:?}"
+                ),
+            )),
+        }
+    }
+
+    /// Parses the payload of an event of type `kind` from JSON, carrying what dsh does not
+    /// model. Core types are parsed into their typed variant; when the typed payload's JSON is
+    /// not equal ([`json_equiv`]) to `value` — extra keys at any depth (in a message's `source`,
+    /// on a content part, a tool call, usage, the payload itself), or a default the record
+    /// omits — the difference is returned as a [`Residual`], which turns the typed payload's
+    /// JSON back into `value`. Any other type yields `Opaque(value)` and no residual.
+    /// See docs/formats.md (Fields dsh does not model).
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedEvent`] when a core payload does not match its shape (a modeled
+    /// field missing or of the wrong type); `seq` is attached for messages.
+    pub fn from_value_carrying(
+        kind: &EventType,
+        value: Value,
+        seq: Option<u64>,
+    ) -> Result<(Self, Option<Residual>), SessionError> {
         let Some(core) = kind.core() else {
-            return Ok(Self::Opaque(value));
+            return Ok((Self::Opaque(value), None));
         };
         fn parse<T: serde::de::DeserializeOwned>(
             kind: &EventType,
@@ -640,15 +668,19 @@ impl EventData {
         };
         let back =
             serde_json::to_value(&data).map_err(|e| SessionError::malformed(seq, e.to_string()))?;
-        if !json_equiv(&back, &value) {
-            return Err(SessionError::malformed(
-                seq,
-                format!(
-                    "`{kind}` payload has fields or shapes dsh does not model (would not round-trip): {value}"
-                ),
-            ));
+        let residual = Residual::between(&back, &value);
+        if let Some(r) = &residual {
+            // The residual must reproduce the stored payload exactly (as JSON values).
+            let mut rebuilt = back;
+            r.apply(&mut rebuilt);
+            if !json_equiv(&rebuilt, &value) {
+                return Err(SessionError::malformed(
+                    seq,
+                    format!("`{kind}` payload does not round-trip: {value}"),
+                ));
+            }
         }
-        Ok(data)
+        Ok((data, residual))
     }
 
     /// The payload as a JSON value.
@@ -793,6 +825,10 @@ pub struct SessionEvent {
     pub source_event_seqs: Option<Vec<u64>>,
     /// Surface placement (surface types only).
     pub surface_op: Option<SurfaceOp>,
+    /// What the stored payload holds beyond what `data` serializes to (fields dsh does not
+    /// model), applied when the event is written, so a stored record re-writes unchanged.
+    /// `None` for every event dsh builds itself. See docs/formats.md (Fields dsh does not model).
+    pub residual: Option<Arc<Residual>>,
 }
 
 impl SessionEvent {
@@ -801,7 +837,8 @@ impl SessionEvent {
     /// # Errors
     /// [`SessionError::MalformedEvent`] for a non-object, missing/ill-typed envelope fields,
     /// `ignorable` other than `true`, unknown envelope keys, or a core payload that does not
-    /// parse or round-trip (see [`EventData::from_value`]).
+    /// parse (see [`EventData::from_value_carrying`]; fields dsh does not model are kept in
+    /// [`SessionEvent::residual`]).
     pub fn from_value(value: Value) -> Result<Self, SessionError> {
         let Value::Object(mut obj) = value else {
             return Err(SessionError::malformed(None, "event is not a JSON object"));
@@ -854,7 +891,7 @@ impl SessionEvent {
                 format!("unknown envelope field `{k}`"),
             ));
         }
-        let data = EventData::from_value(&kind, data, seq)?;
+        let (data, residual) = EventData::from_value_carrying(&kind, data, seq)?;
         Ok(Self {
             kind,
             seq: seq_v,
@@ -863,7 +900,31 @@ impl SessionEvent {
             ignorable,
             source_event_seqs,
             surface_op,
+            residual: residual.map(Arc::new),
         })
+    }
+
+    /// An event with no surface intent, not ignorable, carrying nothing unmodeled.
+    pub fn new(kind: EventType, seq: u64, time: u64, data: EventData) -> Self {
+        Self {
+            kind,
+            seq,
+            time,
+            data,
+            ignorable: false,
+            source_event_seqs: None,
+            surface_op: None,
+            residual: None,
+        }
+    }
+
+    /// The payload as stored: `data`'s JSON with the [`SessionEvent::residual`] applied.
+    pub fn data_value(&self) -> Value {
+        let mut v = self.data.to_value();
+        if let Some(r) = &self.residual {
+            r.apply(&mut v);
+        }
+        v
     }
 
     /// Parses one event from a JSON text line.
@@ -901,7 +962,10 @@ impl Serialize for SessionEvent {
         m.serialize_entry("type", &self.kind)?;
         m.serialize_entry("seq", &self.seq)?;
         m.serialize_entry("time", &self.time)?;
-        m.serialize_entry("data", &self.data)?;
+        match &self.residual {
+            None => m.serialize_entry("data", &self.data)?,
+            Some(_) => m.serialize_entry("data", &self.data_value())?,
+        }
         if let Some(src) = &self.source_event_seqs {
             m.serialize_entry("sourceEventSeqs", src)?;
         }

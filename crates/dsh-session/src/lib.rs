@@ -32,7 +32,7 @@ pub use event::{
 };
 pub use header::SessionHeader;
 pub use invariants::{InvariantChecker, Violation, ViolationKind, check_invariants};
-pub use lossless::{MAX_SAFE_INTEGER, check_lossless, json_equiv};
+pub use lossless::{MAX_SAFE_INTEGER, ObjectEdit, Residual, check_lossless, json_equiv};
 pub use registry::{
     EventTypeDecl, EventTypeRegistry, FORBIDDEN_TYPES, PayloadValidator, TypeStatus,
     UPSTREAM_CATALOG_OWNER, UPSTREAM_LOG_ONLY_TYPES,

@@ -372,3 +372,238 @@ impl ser::SerializeStructVariant for Compound {
         Ok(())
     }
 }
+
+/// The part of a stored JSON value that its typed (modeled) form does not reproduce: what has to
+/// be applied to the typed form's JSON to get the stored value back. Kept beside a parsed event
+/// whose stored payload has fields dsh does not model (`SessionEvent::residual`), so the event
+/// re-serializes to the stored JSON unchanged. See docs/formats.md (Fields dsh does not model).
+///
+/// It holds only the differences (the unmodeled keys and their values), never a second copy of
+/// the modeled payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Residual {
+    /// Replace the value by this one (a shape the typed form renders differently).
+    Value(serde_json::Value),
+    /// Edits of an object, key by key.
+    Object(Vec<ObjectEdit>),
+    /// Edits of an array of the same length, by index.
+    Array(Vec<(usize, Residual)>),
+}
+
+/// One key's edit inside [`Residual::Object`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectEdit {
+    /// The stored object has `key` (at position `index` of its keys) and the typed form does
+    /// not: insert it with this value.
+    Insert {
+        /// The key.
+        key: String,
+        /// Its position among the stored object's keys (the insert position on re-write).
+        index: usize,
+        /// The stored value.
+        value: serde_json::Value,
+    },
+    /// Both have `key` and the values differ: apply the nested residual.
+    Patch {
+        /// The key.
+        key: String,
+        /// What to change inside its value.
+        residual: Residual,
+    },
+    /// The typed form writes `key` (a default) and the stored object does not: remove it.
+    Remove {
+        /// The key.
+        key: String,
+    },
+}
+
+impl Residual {
+    /// The residual turning `typed` into `stored`, or `None` when they are already equal as
+    /// JSON values ([`json_equiv`]).
+    pub fn between(typed: &serde_json::Value, stored: &serde_json::Value) -> Option<Residual> {
+        use serde_json::Value as V;
+        if json_equiv(typed, stored) {
+            return None;
+        }
+        Some(match (typed, stored) {
+            (V::Object(t), V::Object(s)) => {
+                let mut edits = Vec::new();
+                for (index, (key, sv)) in s.iter().enumerate() {
+                    match t.get(key) {
+                        None => edits.push(ObjectEdit::Insert {
+                            key: key.clone(),
+                            index,
+                            value: sv.clone(),
+                        }),
+                        Some(tv) => {
+                            if let Some(residual) = Residual::between(tv, sv) {
+                                edits.push(ObjectEdit::Patch {
+                                    key: key.clone(),
+                                    residual,
+                                });
+                            }
+                        }
+                    }
+                }
+                for key in t.keys() {
+                    if !s.contains_key(key) {
+                        edits.push(ObjectEdit::Remove { key: key.clone() });
+                    }
+                }
+                Residual::Object(edits)
+            }
+            (V::Array(t), V::Array(s)) if t.len() == s.len() => Residual::Array(
+                t.iter()
+                    .zip(s)
+                    .enumerate()
+                    .filter_map(|(i, (tv, sv))| Residual::between(tv, sv).map(|r| (i, r)))
+                    .collect(),
+            ),
+            _ => Residual::Value(stored.clone()),
+        })
+    }
+
+    /// Applies the residual to `value` (the typed form's JSON) in place. Edits whose place does
+    /// not exist (a residual applied to another value) are skipped.
+    pub fn apply(&self, value: &mut serde_json::Value) {
+        use serde_json::Value as V;
+        match (self, value) {
+            (Residual::Value(v), target) => *target = v.clone(),
+            (Residual::Object(edits), V::Object(map)) => {
+                for edit in edits {
+                    match edit {
+                        ObjectEdit::Insert { key, index, value } => {
+                            let at = (*index).min(map.len());
+                            map.shift_insert(at, key.clone(), value.clone());
+                        }
+                        ObjectEdit::Patch { key, residual } => {
+                            if let Some(v) = map.get_mut(key) {
+                                residual.apply(v);
+                            }
+                        }
+                        ObjectEdit::Remove { key } => {
+                            map.shift_remove(key);
+                        }
+                    }
+                }
+            }
+            (Residual::Array(edits), V::Array(items)) => {
+                for (i, residual) in edits {
+                    if let Some(v) = items.get_mut(*i) {
+                        residual.apply(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks that every value the residual carries is lossless JSON (as [`check_lossless`]).
+    ///
+    /// # Errors
+    /// [`SessionError::NonLosslessData`] naming the carried key's path.
+    pub fn check_lossless(&self) -> Result<(), SessionError> {
+        match self {
+            Residual::Value(v) => check_lossless(v),
+            Residual::Object(edits) => edits.iter().try_for_each(|e| match e {
+                ObjectEdit::Insert { key, value, .. } => {
+                    check_lossless(value).map_err(|err| prefix(err, key))
+                }
+                ObjectEdit::Patch { key, residual } => {
+                    residual.check_lossless().map_err(|err| prefix(err, key))
+                }
+                ObjectEdit::Remove { .. } => Ok(()),
+            }),
+            Residual::Array(edits) => edits.iter().try_for_each(|(i, r)| {
+                r.check_lossless()
+                    .map_err(|err| prefix(err, &i.to_string()))
+            }),
+        }
+    }
+}
+
+fn prefix(err: SessionError, seg: &str) -> SessionError {
+    match err {
+        SessionError::NonLosslessData { path, message } => SessionError::NonLosslessData {
+            path: if path == "/" {
+                format!("/{seg}")
+            } else {
+                format!("/{seg}{path}")
+            },
+            message,
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod residual_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn residual_inserts_patches_and_removes_in_place() {
+        let typed = json!({"a": 1, "b": {"c": [1, {"d": 2}]}, "dflt": false});
+        let stored = json!({"x": true, "a": 1, "b": {"c": [1, {"d": 2, "e": "new"}], "f": null}});
+        let r = Residual::between(&typed, &stored).unwrap();
+        assert_eq!(
+            r,
+            Residual::Object(vec![
+                ObjectEdit::Insert {
+                    key: "x".into(),
+                    index: 0,
+                    value: json!(true)
+                },
+                ObjectEdit::Patch {
+                    key: "b".into(),
+                    residual: Residual::Object(vec![
+                        ObjectEdit::Patch {
+                            key: "c".into(),
+                            residual: Residual::Array(vec![(
+                                1,
+                                Residual::Object(vec![ObjectEdit::Insert {
+                                    key: "e".into(),
+                                    index: 1,
+                                    value: json!("new")
+                                }])
+                            )])
+                        },
+                        ObjectEdit::Insert {
+                            key: "f".into(),
+                            index: 1,
+                            value: json!(null)
+                        },
+                    ])
+                },
+                ObjectEdit::Remove { key: "dflt".into() },
+            ])
+        );
+        let mut back = typed.clone();
+        r.apply(&mut back);
+        // Equal, and in the stored key order.
+        assert_eq!(back.to_string(), stored.to_string());
+        assert_eq!(Residual::between(&typed, &typed), None);
+        // Arrays of another length and other shapes are replaced whole.
+        assert_eq!(
+            Residual::between(&json!([1]), &json!([1, 2])),
+            Some(Residual::Value(json!([1, 2])))
+        );
+        assert_eq!(
+            Residual::between(&json!("s"), &json!({"k": 1})),
+            Some(Residual::Value(json!({"k": 1})))
+        );
+    }
+
+    #[test]
+    fn residual_lossless_check_names_the_carried_path() {
+        let r = Residual::between(
+            &json!({"a": {"b": 1}}),
+            &json!({"a": {"b": 1, "big": 9_007_199_254_740_993u64}}),
+        )
+        .unwrap();
+        match r.check_lossless() {
+            Err(SessionError::NonLosslessData { path, .. }) => assert_eq!(path, "/a/big"),
+            other => panic!("expected NON_LOSSLESS_DATA, got {other:?}"),
+        }
+    }
+}

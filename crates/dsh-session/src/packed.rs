@@ -48,7 +48,11 @@ struct Key<'a> {
 }
 
 fn member<'a>(e: &'a SessionEvent) -> Option<(Key<'a>, &'a str)> {
-    if e.ignorable || e.surface_op.is_some() || e.source_event_seqs.is_some() {
+    if e.ignorable
+        || e.surface_op.is_some()
+        || e.source_event_seqs.is_some()
+        || e.residual.is_some()
+    {
         return None;
     }
     let EventData::AssistantChunk(AssistantChunkData { turn, step, chunk }) = &e.data else {
@@ -274,6 +278,7 @@ pub fn expand_row(row: &Value) -> Result<Vec<SessionEvent>, SessionError> {
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,
+            residual: None,
         });
     }
     Ok(out)

@@ -31,6 +31,14 @@ use crate::surface::{Placement, SessionSurface, SurfaceManager};
 /// Post-commit observer hook installed by the [`crate::SessionStore`] (emits `session/event`).
 pub type Publisher = Arc<dyn Fn(&Arc<SessionEvent>) + Send + Sync>;
 
+/// The length below which a restore's shrinking input buffer (capacity `cap`, in events) is
+/// shrunk again: 7/8 of it, so the consumed part never holds more than an eighth of the buffer
+/// and the shrinks, when the allocator copies, add up to a few passes over the input. Buffers
+/// of up to 4,096 events are never shrunk (floor 0).
+fn shrink_floor(cap: usize) -> usize {
+    cap.saturating_sub((cap / 8).max(4_096))
+}
+
 /// Current wall clock in epoch milliseconds.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -178,6 +186,9 @@ impl State {
         };
         registry.check_admit(&e.kind, opaque, e.ignorable)?;
         check_lossless(&e.data)?;
+        if let Some(r) = &e.residual {
+            r.check_lossless()?;
+        }
         let placement = self.surface.validate(
             &e.kind,
             e.seq,
@@ -343,13 +354,24 @@ impl Session {
         }
         let mut st = State::default();
         st.events.reserve(events.len());
-        for e in events {
+        // Each event moves into its own `Arc`. The input is reversed in place and popped, and
+        // its buffer shrunk as it empties, so the consumed events' slots are released while
+        // the restored ones grow: the log is never held twice. See docs/persistence.md
+        // (Memory of a resume).
+        let mut pending = events;
+        pending.reverse();
+        let mut floor = shrink_floor(pending.capacity());
+        while let Some(e) = pending.pop() {
             let mut checker = std::mem::take(&mut st.invariants);
             let expected = st.next_seq();
             let r = st.validate(e, &registry, &mut checker, true, true, expected);
             st.invariants = checker;
             let c = r?;
             st.commit(c);
+            if pending.len() < floor {
+                pending.shrink_to_fit();
+                floor = shrink_floor(pending.capacity());
+            }
         }
         let first_live_seq = st.next_seq();
         Ok(Session {
@@ -455,7 +477,8 @@ impl Session {
     }
 
     /// [`Session::append`] for a JSON payload: core types are parsed into their typed payload
-    /// (`MALFORMED_EVENT` if they do not match), others stay opaque. `ignorable` marks the event
+    /// (`MALFORMED_EVENT` if they do not match; fields dsh does not model are carried in the
+    /// event's `residual`, see docs/formats.md), others stay opaque. `ignorable` marks the event
     /// skippable by readers that do not know its type.
     ///
     /// # Errors
@@ -468,8 +491,24 @@ impl Session {
         ignorable: bool,
     ) -> Result<Arc<SessionEvent>, SessionError> {
         let kind = kind.into();
-        let data = EventData::from_value(&kind, data, None)?;
-        self.append_opts(kind, data, intent, ignorable)
+        let (data, residual) = EventData::from_value_carrying(&kind, data, None)?;
+        let (surface_op, source_event_seqs) = match intent {
+            Some(i) => (Some(i.surface_op), i.source_event_seqs),
+            None => (None, None),
+        };
+        self.append_inner(
+            SessionEvent {
+                kind,
+                seq: 0,
+                time: 0,
+                data,
+                ignorable,
+                source_event_seqs,
+                surface_op,
+                residual: residual.map(Arc::new),
+            },
+            true,
+        )
     }
 
     /// [`Session::append`] with the `ignorable` flag.
@@ -496,6 +535,7 @@ impl Session {
                 ignorable,
                 source_event_seqs,
                 surface_op,
+                residual: None,
             },
             true,
         )
@@ -588,6 +628,7 @@ impl Session {
                 ignorable: false,
                 source_event_seqs: None,
                 surface_op: None,
+                residual: None,
             };
             pre = Some(st.validate(seed_end, &self.registry, checker, true, true, next)?);
             next += 1;

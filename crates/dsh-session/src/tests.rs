@@ -92,6 +92,7 @@ fn surface_event_serializes_provenance_then_op() {
         ignorable: false,
         source_event_seqs: Some(vec![1, 2]),
         surface_op: Some(SurfaceOp::Replace { start: 2, end: 1 }),
+        residual: None,
     };
     assert_eq!(
         e.to_json(),
@@ -152,9 +153,22 @@ fn turn_end_reasons_parse_typed_or_other() {
 }
 
 #[test]
-fn core_payload_with_unmodelled_field_is_malformed() {
-    let err = SessionEvent::from_json(
-        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"surprise":true}}"#,
+fn core_payload_with_unmodelled_field_is_carried_and_a_missing_one_is_malformed() {
+    let line = r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"surprise":true}}"#;
+    let e = SessionEvent::from_json(line).expect("carried");
+    assert_eq!(
+        e.data,
+        EventData::TurnStart(TurnStartData {
+            turn: 1,
+            trigger: None
+        })
+    );
+    assert_eq!(e.to_json(), line);
+    // The strict payload parser still refuses it.
+    let err = EventData::from_value(
+        &EventType::TURN_START,
+        json!({"turn":1,"surprise":true}),
+        None,
     )
     .expect_err("lossy");
     assert_eq!(err.code(), "MALFORMED_EVENT");
@@ -722,6 +736,35 @@ fn end_seed_written_before_first_live_write() {
     assert!(!session().end_seed_pending());
 }
 
+/// A restore large enough to shrink its input buffer several times keeps every event, in
+/// order, and refuses a bad event past the first shrink like any other.
+#[test]
+fn restore_of_a_long_log_keeps_every_event_in_order() {
+    let turns = 10_000u64;
+    let log: Vec<SessionEvent> = (0..turns)
+        .flat_map(|t| {
+            [
+                json!({"type":"turn/start","seq":2 * t,"time":t,"data":{"turn":t + 1}}),
+                json!({"type":"turn/end","seq":2 * t + 1,"time":t,"data":{"turn":t + 1,"reason":{"kind":"completed"}}}),
+            ]
+        })
+        .map(|v| SessionEvent::from_value(v).expect("event"))
+        .collect();
+    let s = Session::from_restore("s", log.clone(), None).expect("restores");
+    let restored: Vec<SessionEvent> = s.events().iter().map(|e| (**e).clone()).collect();
+    assert_eq!(restored, log);
+    let mut bad = log;
+    bad.truncate(15_001);
+    bad.push(
+        SessionEvent::from_value(
+            json!({"type":"turn/start","seq":15_002,"time":1,"data":{"turn":1}}),
+        )
+        .expect("event"),
+    );
+    let r = Session::from_restore("s", bad, None);
+    assert_eq!(r.map(|_| ()).map_err(|e| e.code()), Err("SEQ_GAP"));
+}
+
 #[test]
 fn restore_validates_everything() {
     let line = |seq: u64, data: Value| {
@@ -782,6 +825,7 @@ fn ev(seq: u64, data: EventData) -> Arc<SessionEvent> {
         ignorable: false,
         source_event_seqs: None,
         surface_op,
+        residual: None,
     })
 }
 
@@ -965,6 +1009,7 @@ fn chunk(seq: u64, time: u64, c: StreamChunk) -> Arc<SessionEvent> {
         ignorable: false,
         source_event_seqs: None,
         surface_op: None,
+        residual: None,
     })
 }
 

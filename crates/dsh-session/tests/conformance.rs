@@ -144,6 +144,63 @@ struct Outcome {
 }
 
 fn check_file(path: &Path) -> Result<Outcome, String> {
+    check_file_with(path, |_| {})
+}
+
+/// Adds keys dsh does not model at several depths of the core payloads of `records` (a
+/// message's `source`, its first content part, the message, usage on chunks and messages, a
+/// block-end's block, the `tool/call` payload); returns how many it added.
+fn inject_unmodeled(records: &mut [Value]) -> usize {
+    let mut n = 0;
+    let mut put = |v: Option<&mut Value>, key: &str, x: Value| {
+        if let Some(Value::Object(o)) = v {
+            o.insert(key.to_owned(), x);
+            n += 1;
+        }
+    };
+    for r in records.iter_mut() {
+        let t = r["type"].as_str().unwrap_or("").to_owned();
+        let data = &mut r["data"];
+        match t.as_str() {
+            "user/message" => {
+                put(data.get_mut("source"), "clientTag", json!({"v": 1}));
+                put(
+                    data.pointer_mut("/content/0"),
+                    "cacheControl",
+                    json!("ephemeral"),
+                );
+                put(Some(data), "pinned", json!(false));
+            }
+            "assistant/message" | "tool/result" => {
+                put(
+                    data.pointer_mut("/message/source"),
+                    "requestId",
+                    json!("req-1"),
+                );
+                put(
+                    data.pointer_mut("/message/content/0"),
+                    "partTag",
+                    json!([1, 2]),
+                );
+                put(data.get_mut("usage"), "costMicros", json!(3));
+                put(Some(data), "latencyMs", json!(12.5));
+            }
+            "assistant/chunk" => {
+                put(
+                    data.pointer_mut("/chunk/usage"),
+                    "cacheMissTokens",
+                    json!(7),
+                );
+                put(data.pointer_mut("/chunk/block"), "blockTag", json!(null));
+            }
+            "tool/call" => put(Some(data), "approval", json!({"decision": "allowed-once"})),
+            _ => {}
+        }
+    }
+    n
+}
+
+fn check_file_with(path: &Path, edit: impl Fn(&mut [Value])) -> Result<Outcome, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read: {e}"))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let mut header_v: Value = serde_json::from_str(lines.next().ok_or("empty file")?)
@@ -165,7 +222,8 @@ fn check_file(path: &Path) -> Result<Outcome, String> {
         fill(&mut v);
         raw.push(v);
     }
-    let records = restore_envelopes(raw)?;
+    let mut records = restore_envelopes(raw)?;
+    edit(&mut records);
     let events =
         packed::unpack(records.clone()).map_err(|e| format!("decode: {} {e}", e.code()))?;
 
@@ -355,4 +413,50 @@ fn conformance_corrupted_logs_are_refused_with_typed_errors() {
         .expect("row");
     bad_row[r]["data"]["dt"] = json!([]);
     assert_eq!(load(bad_row), Err("MALFORMED_PACKED_ROW".to_owned()));
+}
+
+/// Every corpus log with keys dsh does not model injected at several depths of its core
+/// payloads still decodes, restores, replays through the live rules, derives the same messages
+/// as the plain log, and re-writes to records equal to the injected input.
+#[test]
+#[cfg_attr(
+    not(shared_corpus),
+    ignore = "needs ../shared/conformance beside the repository"
+)]
+fn conformance_logs_with_unmodeled_fields_round_trip() {
+    let dir = corpus_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("read corpus dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus directory is empty");
+    let injected = std::sync::atomic::AtomicUsize::new(0);
+    let mut failures = Vec::new();
+    for f in &files {
+        let plain = check_file(f).map(|o| o.messages);
+        let extra = check_file_with(f, |r| {
+            injected.fetch_add(inject_unmodeled(r), std::sync::atomic::Ordering::Relaxed);
+        })
+        .map(|o| o.messages);
+        if plain != extra {
+            failures.push(format!(
+                "{}: plain {plain:?}, injected {extra:?}",
+                f.display()
+            ));
+        }
+    }
+    let injected = injected.into_inner();
+    eprintln!(
+        "injected {injected} unmodeled keys into {} logs",
+        files.len()
+    );
+    assert!(injected > 1000, "only {injected} keys injected");
+    assert!(
+        failures.is_empty(),
+        "{} failing files:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -95,12 +95,16 @@ impl ReplayServer {
             log,
         });
         let st = state.clone();
-        let app = Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let st = st.clone();
-                async move { handle(st, method, uri, headers, body).await }
-            },
-        );
+        // No request-body limit: a resumed long session sends its whole history (axum's
+        // default 2 MiB cap answered such requests with 413).
+        let app = Router::new()
+            .fallback(
+                move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                    let st = st.clone();
+                    async move { handle(st, method, uri, headers, body).await }
+                },
+            )
+            .layer(axum::extract::DefaultBodyLimit::disable());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });

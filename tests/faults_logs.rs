@@ -1,0 +1,518 @@
+//! Issue 13, "Sessions and logs", through the built `dsh` binary against the replay provider
+//! (`dsh_test_support::ReplayServer` on 127.0.0.1):
+//!
+//! - a stored log whose core payloads carry fields dsh does not model verifies
+//!   (`dsh sessions verify`), resumes (`dsh exec --resume`), keeps its stored records unchanged,
+//!   and re-writes to equal JSON (`dsh sessions fork`);
+//! - a resumed multi-megabyte session equals the saved one (events and derived history);
+//! - the bytes a `write` and an answer cost in the log (copies of the content, and the size of
+//!   the records that hold them).
+//!
+//! Locating the binary: see `common/mod.rs` (`dsh_bin`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+use common::dsh_bin;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use dsh_persistence::SessionPersistence;
+use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
+use dsh_session::{Session, json_equiv};
+use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
+use serde_json::{Value, json};
+
+const API_KEY: &str = "sk-faults-logs-0000";
+/// "Did not hang" bound for one dsh run.
+const HANG_LIMIT: Duration = Duration::from_secs(120);
+
+/// The replay provider on its own runtime (the test thread stays synchronous).
+struct Replay {
+    server: ReplayServer,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Replay {
+    fn start(responses: Value) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let script = Script::from_json(&responses.to_string()).unwrap();
+        let server = rt
+            .block_on(ReplayServer::start(script, ReplayOptions::default()))
+            .unwrap();
+        Self { server, _rt: rt }
+    }
+
+    fn url(&self) -> String {
+        self.server.base_url()
+    }
+
+    fn chat_requests(&self) -> Vec<RecordedRequest> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .collect()
+    }
+}
+
+/// A temporary `$DSH_HOME` and a project directory.
+struct Env {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    proj: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("dsh-home");
+        let proj = root.join("proj");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&proj).unwrap();
+        Self {
+            _tmp: tmp,
+            home,
+            proj,
+        }
+    }
+
+    fn dsh(&self, url: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(dsh_bin());
+        cmd.args(args)
+            .current_dir(&self.proj)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("DSH_HOME", &self.home)
+            .env("DEEPSEEK_BASE_URL", url)
+            .env("DEEPSEEK_API_KEY", API_KEY)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn log(&self, id: &str) -> PathBuf {
+        dsh_persistence_jsonl::log_path(
+            &self.home.join("sessions"),
+            Some(self.proj.to_str().unwrap()),
+            id,
+        )
+        .unwrap()
+    }
+
+    fn store(&self) -> std::sync::Arc<dsh_persistence_jsonl::JsonlPersistence> {
+        jsonl_persistence(JsonlConfig {
+            root: self.home.join("sessions"),
+            ..JsonlConfig::default()
+        })
+    }
+
+    /// `dsh exec --json TASK` against `replay`; returns the session id.
+    fn exec_new(&self, replay: &Replay, task: &str) -> String {
+        let out = run(self.dsh(&replay.url(), &["exec", "--json", task]));
+        assert_eq!(code(out.status), 0, "{out:?}");
+        text(&out.stdout)
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["sessionId"].as_str().map(str::to_owned))
+            .unwrap()
+    }
+
+    fn verify(&self, log: &Path) -> Value {
+        let out = run(self.dsh(
+            "http://127.0.0.1:9",
+            &["sessions", "verify", "--json", log.to_str().unwrap()],
+        ));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
+    }
+}
+
+/// Runs `cmd` to completion (stdin closed), killing it and failing if it hangs.
+fn run(mut cmd: Command) -> Output {
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(HANG_LIMIT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("dsh did not finish within {HANG_LIMIT:?}");
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+fn code(s: ExitStatus) -> i32 {
+    s.code()
+        .unwrap_or_else(|| panic!("dsh died from a signal: {s}"))
+}
+
+/// The record lines of a JSONL log (header excluded), parsed.
+fn records(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Adds keys dsh does not model at several depths of the core payloads; returns how many.
+fn inject_unmodeled(records: &mut [Value]) -> usize {
+    let mut n = 0;
+    let mut put = |v: Option<&mut Value>, key: &str, x: Value| {
+        if let Some(Value::Object(o)) = v {
+            o.insert(key.to_owned(), x);
+            n += 1;
+        }
+    };
+    for r in records.iter_mut() {
+        let t = r["type"].as_str().unwrap_or("").to_owned();
+        let data = &mut r["data"];
+        match t.as_str() {
+            "user/message" => {
+                put(data.get_mut("source"), "clientTag", json!({"v": 1}));
+                put(
+                    data.pointer_mut("/content/0"),
+                    "cacheControl",
+                    json!("ephemeral"),
+                );
+            }
+            "assistant/message" | "tool/result" => {
+                put(
+                    data.pointer_mut("/message/source"),
+                    "requestId",
+                    json!("req-1"),
+                );
+                put(
+                    data.pointer_mut("/message/content/0"),
+                    "partTag",
+                    json!([1, 2]),
+                );
+                put(data.get_mut("usage"), "costMicros", json!(3));
+                put(Some(data), "latencyMs", json!(12.5));
+            }
+            "assistant/chunk" => {
+                put(
+                    data.pointer_mut("/chunk/usage"),
+                    "cacheMissTokens",
+                    json!(7),
+                );
+                put(data.pointer_mut("/chunk/block"), "blockTag", json!(null));
+            }
+            "tool/call" => put(Some(data), "approval", json!({"decision": "allowed-once"})),
+            _ => {}
+        }
+    }
+    n
+}
+
+#[test]
+fn a_log_with_unmodeled_fields_verifies_resumes_and_rewrites_to_equal_json() {
+    let env = Env::new();
+    std::fs::write(env.proj.join("a.txt"), "hello\n").unwrap();
+    let a = env.proj.join("a.txt").display().to_string();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["read", {"file_path": a}]]},
+        {"text": "It says hello."},
+    ]));
+    let id = env.exec_new(&replay, "read a.txt");
+    let log = env.log(&id);
+
+    // Inject, and store the log back (header line unchanged).
+    let original = std::fs::read_to_string(&log).unwrap();
+    let header = original.lines().next().unwrap().to_owned();
+    let mut recs = records(&log);
+    let injected = inject_unmodeled(&mut recs);
+    assert_eq!(injected, 20, "keys injected");
+    let mut body = format!("{header}\n");
+    for r in &recs {
+        body.push_str(&r.to_string());
+        body.push('\n');
+    }
+    std::fs::write(&log, &body).unwrap();
+
+    // Verify: clean.
+    let report = env.verify(&log);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["errors"], json!([]));
+
+    // Resume: the history is sent, the stored records are kept byte for byte.
+    let replay = Replay::start(json!([{"text": "Again."}]));
+    let out = run(env.dsh(&replay.url(), &["exec", "--resume", &id, "again"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert_eq!(text(&out.stdout), "Again.\n");
+    let reqs = replay.chat_requests();
+    assert_eq!(reqs.len(), 1);
+    let roles: Vec<&str> = reqs[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user"
+        ]
+    );
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert!(after.starts_with(&body), "the stored records changed");
+    let report = env.verify(&log);
+    assert_eq!(report["ok"], true, "{report}");
+
+    // Re-write: a fork copies every event through dsh's own serializer.
+    let out = run(env.dsh("http://127.0.0.1:9", &["sessions", "fork", &id]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let child = text(&out.stdout).trim_end().to_owned();
+    let parent_recs = records(&log);
+    let child_recs = records(&env.log(&child));
+    assert_eq!(child_recs.len(), parent_recs.len() + 1, "seed + end-seed");
+    for (c, p) in child_recs.iter().zip(&parent_recs) {
+        assert!(json_equiv(c, p), "\n child  {c}\n parent {p}");
+    }
+    assert_eq!(
+        child_recs.last().unwrap()["type"],
+        json!("session/end-seed")
+    );
+}
+
+/// A resumed session of a few megabytes (many streamed turns) equals the saved one: the same
+/// events and the same derived history, and the resume sends that history.
+#[test]
+fn a_resumed_large_session_equals_the_saved_one() {
+    let env = Env::new();
+    let content: String = (0..4_000).map(|i| format!("line {i}\n")).collect();
+    let out_txt = env.proj.join("out.txt").display().to_string();
+    let mut script = Vec::new();
+    for _ in 0..3 {
+        script.push(json!({"tool_calls": [["write", {"file_path": out_txt, "content": content}]]}));
+        script.push(json!({"text": content}));
+    }
+    // One session, three turns of ≈ 40 KB of streamed tool arguments and answer each.
+    let replay = Replay::start(json!(script));
+    let id = env.exec_new(&replay, "write out.txt");
+    for k in 1..3 {
+        let out = run(env.dsh(
+            &replay.url(),
+            &["exec", "--resume", &id, &format!("again {k}")],
+        ));
+        assert_eq!(code(out.status), 0, "{out:?}");
+    }
+    let log = env.log(&id);
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size > 700_000, "log is {size} bytes");
+
+    let store = env.store();
+    let saved = store.inspect(&id).unwrap();
+    assert_eq!(saved.repair.closers, 0);
+    let saved_session =
+        Session::from_restore(id.clone(), saved.events.clone(), Some(saved.header.clone()))
+            .unwrap();
+    let saved_history = saved_session.derive_messages();
+    store.release(&id);
+
+    // The resume sends exactly the saved history (plus the new prompt).
+    let replay = Replay::start(json!([{"text": "ok"}]));
+    let out = run(env.dsh(&replay.url(), &["exec", "--resume", &id, "last"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let reqs = replay.chat_requests();
+    let sent = reqs[0].body["messages"].as_array().unwrap();
+    assert_eq!(
+        sent.len(),
+        1 + saved_history.len() + 1,
+        "system + history + prompt"
+    );
+    assert_eq!(sent.last().unwrap()["content"], json!("last"));
+
+    // After the resume the stored log starts with the saved one, event for event.
+    let store = env.store();
+    let resumed = store.inspect(&id).unwrap();
+    assert_eq!(
+        resumed.events[..saved.events.len()],
+        saved.events[..],
+        "the resumed log's prefix differs from the saved log"
+    );
+    let resumed_session = Session::from_restore(
+        id.clone(),
+        resumed.events.clone(),
+        Some(resumed.header.clone()),
+    )
+    .unwrap();
+    let history = resumed_session.derive_messages();
+    assert_eq!(history[..saved_history.len()], saved_history[..]);
+}
+
+/// A stored record line with its clock removed (`time`/`time0` = 0, every `dt` gap 0), so its
+/// size does not depend on how fast the replay ran.
+fn normalized(record: &Value) -> Value {
+    let mut r = record.clone();
+    for k in ["time", "time0"] {
+        if r.get(k).is_some() {
+            r[k] = json!(0);
+        }
+    }
+    if let Some(dt) = r.pointer_mut("/data/dt").and_then(Value::as_array_mut) {
+        dt.iter_mut().for_each(|d| *d = json!(0));
+    }
+    r
+}
+
+/// The records of `recs` that hold a copy of `text`, with their normalized line sizes in bytes
+/// (newline included): a record with a string value containing it, and the streamed deltas of a
+/// block whose pieces join to it (the unpacked `assistant/chunk` deltas and the packed rows of
+/// that block, labelled `deltas`, counted as one copy).
+fn copies_of(recs: &[Value], text: &str) -> Vec<(String, usize)> {
+    let quoted = serde_json::to_string(text).unwrap();
+    let inner = &quoted[1..quoted.len() - 1];
+    let mut out = Vec::new();
+    // (turn, step, index) -> (joined pieces, bytes)
+    let mut deltas: Vec<((u64, u64, u64), String, usize)> = Vec::new();
+    for r in recs {
+        let line = normalized(r).to_string();
+        let d = &r["data"];
+        let piece = match r["type"].as_str().unwrap() {
+            "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => Some(
+                d.get("texts")
+                    .or_else(|| d.get("args"))
+                    .and_then(Value::as_array)
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<String>(),
+            ),
+            "assistant/chunk" => {
+                let c = &d["chunk"];
+                c.get("argumentsDelta")
+                    .or_else(|| c.get("text").filter(|_| c["type"] != "block-end"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }
+            _ => None,
+        };
+        if let Some(piece) = piece {
+            let idx = d.get("index").or_else(|| d["chunk"].get("index"));
+            let key = (
+                d["turn"].as_u64().unwrap(),
+                d["step"].as_u64().unwrap(),
+                idx.and_then(Value::as_u64).unwrap(),
+            );
+            match deltas.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, joined, bytes)) => {
+                    joined.push_str(&piece);
+                    *bytes += line.len() + 1;
+                }
+                None => deltas.push((key, piece, line.len() + 1)),
+            }
+            continue;
+        }
+        if line.contains(inner) {
+            let label = match r["type"].as_str().unwrap() {
+                "assistant/chunk" => {
+                    format!("assistant/chunk:{}", d["chunk"]["type"].as_str().unwrap())
+                }
+                t => t.to_owned(),
+            };
+            out.push((label, line.len() + 1));
+        }
+    }
+    for (_, joined, bytes) in deltas {
+        if joined.contains(text) {
+            out.insert(0, ("deltas".to_owned(), bytes));
+        }
+    }
+    out
+}
+
+/// What one `write` and one answer cost in the log: which records hold a copy of the written
+/// content / the answer text and their sizes. Every copy is one upstream writes too (see
+/// docs/formats.md, "Copies of the content"): the streamed deltas (packed), the block-end
+/// chunk, the assistant message, and for a call the `tool/call` event.
+#[test]
+fn bytes_per_write_and_per_answer() {
+    let env = Env::new();
+    let content: String = (0..1_000).map(|i| format!("row {i:04}\n")).collect();
+    assert_eq!(content.len(), 9_000);
+    let answer: String = (0..500).map(|i| format!("w{i:03} ")).collect();
+    assert_eq!(answer.len(), 2_500);
+    // A relative path keeps the record sizes independent of where the temporary project is.
+    let args = json!({"file_path": "out.txt", "content": content});
+    let replay = Replay::start(json!([
+        {"tool_calls": [["write", args]]},
+        {"text": answer},
+    ]));
+    let id = env.exec_new(&replay, "write out.txt");
+    // The log as one batch with a stopped clock: how the rows fall depends on write batching and
+    // the gaps on timing, so the sizes are measured on the whole log re-encoded at time 0 (every
+    // delta run then packs into one row).
+    let store = env.store();
+    let events: Vec<std::sync::Arc<dsh_session::SessionEvent>> = store
+        .inspect(&id)
+        .unwrap()
+        .events
+        .into_iter()
+        .map(|mut e| {
+            e.time = 0;
+            std::sync::Arc::new(e)
+        })
+        .collect();
+    let recs = dsh_session::packed::pack(&events);
+    let arguments = args.to_string();
+
+    let write = copies_of(&recs, &arguments);
+    let labels: Vec<&str> = write.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "deltas",
+            "assistant/chunk:block-end",
+            "assistant/message",
+            "tool/call"
+        ]
+    );
+    let per_write: usize = write.iter().map(|(_, n)| n).sum();
+    let answer_copies = copies_of(&recs, &answer);
+    let labels: Vec<&str> = answer_copies.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["deltas", "assistant/chunk:block-end", "assistant/message"]
+    );
+    let per_answer: usize = answer_copies.iter().map(|(_, n)| n).sum();
+    eprintln!(
+        "write records {write:?} = {per_write} bytes; answer records {answer_copies:?} = {per_answer} bytes"
+    );
+    // 9,000 bytes of content (10,036 bytes of arguments text, 11,044 once escaped again inside
+    // a record): 4 copies in 56,707 bytes. The assistant message also lists the ≈ 1,260 chunk
+    // seqs it was assembled from (`sourceEventSeqs`), as upstream does.
+    let sizes: Vec<usize> = write.iter().map(|(_, n)| *n).collect();
+    assert_eq!(sizes, [17_616, 11_239, 16_683, 11_169]);
+    assert_eq!(per_write, 56_707);
+    // 2,500 bytes of answer: 3 copies in 11,267 bytes.
+    let sizes: Vec<usize> = answer_copies.iter().map(|(_, n)| *n).collect();
+    assert_eq!(sizes, [4_162, 2_647, 4_458]);
+    assert_eq!(per_answer, 11_267);
+}
