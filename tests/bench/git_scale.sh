@@ -8,6 +8,8 @@
 # What it does:
 #   1. `cargo build --release -p dsh -p dsh-test-support --bins` (honours CARGO_TARGET_DIR);
 #      BIN_DIR=/path/to/dir skips the build and uses the dsh / dsh-replay-server found there.
+#      EXEC_ARGS="-c plugins.dsh-context.git_status_max_files=100000" passes options to every
+#      `dsh exec` (word-split; e.g. to measure one full `git status` per turn in the large tree).
 #   2. Creates two committed git repositories in a temporary directory: "small" (10 files) and
 #      "large" (FILES files, default 50,000: the same 10 at the top plus 100 per subdirectory;
 #      generation takes a few seconds). Each index is refreshed after a 1 s pause, so no entry
@@ -117,7 +119,7 @@ measure_once() {
   (
     cd "$WORK/$repo"
     PATH="$prefix$PATH" DSH_HOME="$WORK/home-$repo" DEEPSEEK_BASE_URL="$URL" DEEPSEEK_API_KEY=bench-dummy-key \
-      "$BIN/dsh" exec "summarize the files" > "$WORK/out.txt" 2> "$WORK/err.txt" || {
+      "$BIN/dsh" exec ${EXEC_ARGS:-} "summarize the files" > "$WORK/out.txt" 2> "$WORK/err.txt" || {
       echo "run failed in $repo (see below)" >&2
       cat "$WORK/err.txt" >&2
       exit 1
