@@ -26,8 +26,8 @@
 #   debug build, to check the script itself).
 #
 # The project is a plain temporary directory (not a git repository); dsh-context still runs
-# `git rev-parse --show-toplevel` once at boot and once per model step (a child process, so its
-# CPU is included in the CPU column).
+# `git rev-parse` once per run to find that out (a child process, so its CPU is included in the
+# CPU column). tests/bench/git_scale.sh measures the same 10-step task inside git repositories.
 #
 # Targets (from the binary issue): 2-step ≤ 25 ms wall and ≤ 20 MiB peak RSS; each extra tool
 # step ≤ 2 ms CPU.

@@ -33,7 +33,12 @@ pub struct AgentsFile {
 /// itself (root first), or just `cwd` when it is not inside a work tree (or lies outside the
 /// reported root, e.g. through an unresolvable link).
 pub fn chain_dirs(cwd: &Path) -> Vec<PathBuf> {
-    let Some(root) = git_root(cwd) else {
+    chain_dirs_under(cwd, git_root(cwd))
+}
+
+/// [`chain_dirs`] with the work-tree root already known (`None`: not in a work tree).
+fn chain_dirs_under(cwd: &Path, root: Option<PathBuf>) -> Vec<PathBuf> {
+    let Some(root) = root else {
         return vec![cwd.to_path_buf()];
     };
     let real_cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
@@ -54,7 +59,12 @@ pub fn chain_dirs(cwd: &Path) -> Vec<PathBuf> {
 /// `<dsh_home>/AGENTS.md`. A file reached twice (same canonical path, e.g. `$DSH_HOME` inside
 /// the repository) is listed once, at its first position.
 pub fn discover_agents_files(cwd: &Path, dsh_home: Option<&Path>) -> Vec<PathBuf> {
-    let mut candidates: Vec<PathBuf> = chain_dirs(cwd)
+    discover_under(cwd, git_root(cwd), dsh_home)
+}
+
+/// [`discover_agents_files`] with the work-tree root already known.
+fn discover_under(cwd: &Path, root: Option<PathBuf>, dsh_home: Option<&Path>) -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = chain_dirs_under(cwd, root)
         .into_iter()
         .map(|d| d.join(AGENTS_FILE_NAME))
         .collect();
@@ -105,7 +115,17 @@ pub fn load_agents_file(path: &Path) -> Option<AgentsFile> {
 
 /// [`discover_agents_files`] then [`load_agents_file`] for each, in order.
 pub fn load_agents_files(cwd: &Path, dsh_home: Option<&Path>) -> Vec<AgentsFile> {
-    discover_agents_files(cwd, dsh_home)
+    load_agents_files_under(cwd, git_root(cwd), dsh_home)
+}
+
+/// [`load_agents_files`] with the work-tree root already known (the service passes the root
+/// it located once for the git context, so discovery spawns no git of its own).
+pub(crate) fn load_agents_files_under(
+    cwd: &Path,
+    root: Option<PathBuf>,
+    dsh_home: Option<&Path>,
+) -> Vec<AgentsFile> {
+    discover_under(cwd, root, dsh_home)
         .iter()
         .filter_map(|p| load_agents_file(p))
         .collect()

@@ -2,16 +2,19 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
+
+use crate::{DEFAULT_GIT_STATUS_MAX_FILES, DEFAULT_GIT_TIMEOUT_MS, GitOptions};
 
 /// The wall clock used for the date context (injectable for tests).
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// The `dsh-context` settings section (snake_case; unknown fields rejected).
 ///
-/// JSON: `{"persona": "…"?, "dsh_home": "/path"?, "include_git": true, "include_date": true}`.
+/// JSON: `{"persona": "…"?, "dsh_home": "/path"?, "include_git": true, "include_date": true,
+/// "git_status_max_files": 20000, "git_timeout_ms": 2000}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContextConfig {
@@ -24,6 +27,15 @@ pub struct ContextConfig {
     pub include_git: bool,
     /// Contribute the `context:date` runtime context (default true).
     pub include_date: bool,
+    /// Above this many entries in the git index, `git status` is not run for the git context
+    /// (it stats every tracked file and walks the tree for untracked ones); the context names
+    /// the branch and says the status was not scanned. Default
+    /// [`DEFAULT_GIT_STATUS_MAX_FILES`](crate::DEFAULT_GIT_STATUS_MAX_FILES) (20,000).
+    pub git_status_max_files: u64,
+    /// The longest one git invocation of the git context may run, in milliseconds (at least
+    /// 1); past it git's process group is killed and the context says the status is
+    /// unavailable. Default [`DEFAULT_GIT_TIMEOUT_MS`](crate::DEFAULT_GIT_TIMEOUT_MS) (2,000).
+    pub git_timeout_ms: u64,
 }
 
 impl Default for ContextConfig {
@@ -33,11 +45,21 @@ impl Default for ContextConfig {
             dsh_home: None,
             include_git: true,
             include_date: true,
+            git_status_max_files: DEFAULT_GIT_STATUS_MAX_FILES,
+            git_timeout_ms: DEFAULT_GIT_TIMEOUT_MS,
         }
     }
 }
 
 impl ContextConfig {
+    /// The git options these settings give (`git_timeout_ms` below 1 counts as 1).
+    pub fn git_options(&self) -> GitOptions {
+        GitOptions {
+            timeout: Duration::from_millis(self.git_timeout_ms.max(1)),
+            status_max_files: self.git_status_max_files,
+        }
+    }
+
     /// The effective `$DSH_HOME`: `dsh_home`, else the `DSH_HOME` environment variable (when
     /// non-empty), else `~/.dsh`, else `None` (no home directory).
     pub fn resolved_dsh_home(&self) -> Option<PathBuf> {

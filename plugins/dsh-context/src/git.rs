@@ -1,42 +1,192 @@
-//! Quick `git` invocations: the repository root (for AGENTS.md discovery) and the
-//! `context:git` runtime-context text (branch + a capped `git status` summary).
+//! Quick `git` invocations: where the work tree is (for AGENTS.md discovery and the git
+//! context) and the `context:git` runtime-context text (branch + a capped `git status`
+//! summary, or the branch alone in a large tree).
 //!
-//! Spec: issue "dsh-context". git runs as `git -C <cwd> …` with stdin, stderr null and
-//! `GIT_OPTIONAL_LOCKS=0` (status never takes the index lock, so it cannot disturb a
-//! concurrent git command); a missing git binary, a failing command or a directory outside any
-//! repository yields `None` (the context is omitted). No timeout: these commands are local and
-//! quick.
+//! Behaviour (docs/upstream/context.md, "The git context"): git runs as `git -C <cwd> …` in
+//! its own process group, with stdin and stderr null and `GIT_OPTIONAL_LOCKS=0` (status never
+//! takes the index lock, so it cannot disturb a concurrent git command). Every invocation is
+//! capped by [`GitOptions::timeout`]: past it the whole process group is killed and reaped.
+//! A missing git binary, a failing command or a directory outside any work tree yields `None`
+//! (the context is omitted). When the index lists more than [`GitOptions::status_max_files`]
+//! entries, `git status` (which stats every tracked file and walks the tree for untracked
+//! ones) is not run at all; the context names the branch and says the status was not scanned.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use dsh_tools::ToolEffects;
 
 /// At most this many lines of `git status` output (the `## branch` line included) appear in the
 /// git context; the rest is counted in a closing line.
 pub const MAX_STATUS_LINES: usize = 20;
 
-/// Runs `git -C <cwd> <args>` and returns its stdout when it exits 0 and is UTF-8.
-fn git(cwd: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
+/// Default of [`GitOptions::timeout`] (`git_timeout_ms`): 2 s.
+pub const DEFAULT_GIT_TIMEOUT_MS: u64 = 2_000;
+
+/// Default of [`GitOptions::status_max_files`] (`git_status_max_files`): 20,000 index entries.
+pub const DEFAULT_GIT_STATUS_MAX_FILES: u64 = 20_000;
+
+/// How the git state is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GitOptions {
+    /// The longest one git invocation may run; then its process group is killed.
+    pub timeout: Duration,
+    /// Above this many index entries `git status` is not run (branch only).
+    pub status_max_files: u64,
+}
+
+impl Default for GitOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_millis(DEFAULT_GIT_TIMEOUT_MS),
+            status_max_files: DEFAULT_GIT_STATUS_MAX_FILES,
+        }
+    }
+}
+
+/// Where a work tree lives, from one `git rev-parse --show-toplevel --git-path index`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitRepo {
+    /// The top-level directory of the work tree.
+    pub root: PathBuf,
+    /// The index file (`$GIT_INDEX_FILE` or the git dir's `index`; may not exist yet).
+    pub index: PathBuf,
+}
+
+/// What one git invocation did.
+enum GitRun {
+    /// It exited; `success` = status 0.
+    Exited { success: bool, stdout: Vec<u8> },
+    /// It ran past the timeout and was killed.
+    TimedOut,
+    /// It could not be started (no git binary, no thread, no pipe).
+    Failed,
+}
+
+/// Runs `git -C <cwd> <args>` for at most `timeout`.
+fn run_git(cwd: &Path, args: &[&str], timeout: Duration) -> GitRun {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(cwd)
         .args(args)
         .env("GIT_OPTIONAL_LOCKS", "0")
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+        .process_group(0);
+    let Ok(mut child) = cmd.spawn() else {
+        return GitRun::Failed;
+    };
+    let group = rustix::process::Pid::from_child(&child);
+    let stdout = child.stdout.take();
+    let (tx, rx) = mpsc::channel();
+    // The waiter owns the child: it reads stdout to the end and reaps the process, so a timeout
+    // only has to signal the group and wait for the waiter.
+    let waiter = std::thread::Builder::new()
+        .name("dsh-context-git".into())
+        .spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut out) = stdout {
+                let _ = out.read_to_end(&mut buf);
+            }
+            let status = child.wait();
+            let _ = tx.send((status, buf));
+        });
+    if waiter.is_err() {
+        kill_group(group);
+        return GitRun::Failed;
     }
-    String::from_utf8(out.stdout).ok()
+    match rx.recv_timeout(timeout) {
+        Ok((Ok(status), stdout)) => GitRun::Exited {
+            success: status.success(),
+            stdout,
+        },
+        Ok((Err(_), _)) | Err(mpsc::RecvTimeoutError::Disconnected) => GitRun::Failed,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            kill_group(group);
+            // The waiter reaps the killed process; a grandchild that left the group could
+            // still hold the pipe, so the wait for the waiter is bounded too.
+            let _ = rx.recv_timeout(Duration::from_secs(1));
+            tracing::warn!(
+                target: "dsh_context",
+                cwd = %cwd.display(),
+                command = %args.join(" "),
+                timeout_ms = timeout.as_millis() as u64,
+                "git did not finish in time; killed"
+            );
+            GitRun::TimedOut
+        }
+    }
 }
 
-/// The top-level directory of the work tree containing `cwd` (`git rev-parse
-/// --show-toplevel`), or `None` (no git, not a repository, bare repository).
+/// SIGKILL to the process group of a git started with `process_group(0)` (its pid).
+fn kill_group(group: rustix::process::Pid) {
+    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+}
+
+/// Runs git and returns its stdout when it exits 0 and is UTF-8.
+fn git_stdout(cwd: &Path, args: &[&str], timeout: Duration) -> Option<String> {
+    match run_git(cwd, args, timeout) {
+        GitRun::Exited {
+            success: true,
+            stdout,
+        } => String::from_utf8(stdout).ok(),
+        _ => None,
+    }
+}
+
+/// The work tree containing `cwd` and its index file, from one `git rev-parse --show-toplevel
+/// --git-path index` (capped by `timeout`), or `None` (no git, not a repository, a bare
+/// repository, git timed out). A relative index path is resolved against `cwd`.
+pub fn locate_repo(cwd: &Path, timeout: Duration) -> Option<GitRepo> {
+    let out = git_stdout(
+        cwd,
+        &["rev-parse", "--show-toplevel", "--git-path", "index"],
+        timeout,
+    )?;
+    let mut lines = out.lines();
+    let root = lines.next().filter(|l| !l.is_empty())?;
+    let index = lines.next().filter(|l| !l.is_empty())?;
+    Some(GitRepo {
+        root: PathBuf::from(root),
+        index: cwd.join(index),
+    })
+}
+
+/// The top-level directory of the work tree containing `cwd` ([`locate_repo`] with the default
+/// timeout), or `None` (no git, not a repository, bare repository).
 pub fn git_root(cwd: &Path) -> Option<PathBuf> {
-    let out = git(cwd, &["rev-parse", "--show-toplevel"])?;
-    let line = out.trim_end_matches(['\n', '\r']);
-    (!line.is_empty()).then(|| PathBuf::from(line))
+    locate_repo(cwd, GitOptions::default().timeout).map(|r| r.root)
+}
+
+/// The number of entries in a git index file, from its 12-byte header (signature `DIRC`,
+/// version, entry count as a big-endian u32; the index format of git's documentation).
+/// `None` when the file is missing, short or not an index. A split index counts only the
+/// entries of its main file; a sparse index counts a collapsed directory as one entry.
+pub fn index_entry_count(index: &Path) -> Option<u64> {
+    let mut header = [0u8; 12];
+    std::fs::File::open(index)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    if &header[..4] != b"DIRC" {
+        return None;
+    }
+    Some(u64::from(u32::from_be_bytes([
+        header[8], header[9], header[10], header[11],
+    ])))
+}
+
+/// Whether a call of a tool with these declared effects may have changed the work tree (so
+/// the git state is read again before the next step): it writes files, runs commands, or has
+/// effects it does not name ([`ToolEffects::OTHER`], also what an undeclared tool gets).
+/// Read-only and network-only tools do not.
+pub fn changes_workspace(effects: ToolEffects) -> bool {
+    effects.writes_files() || effects.runs_commands() || effects.has_other_effects()
 }
 
 /// The branch named by a porcelain-v1 `## …` header line (without the `## `):
@@ -99,36 +249,92 @@ pub fn format_git_context(root: &Path, status: &str) -> String {
     out
 }
 
-/// The work-tree root of `cwd`, looked up once per directory per process: the context is
-/// assembled every step, and a `git rev-parse` spawn costs about a millisecond of CPU.
-fn cached_git_root(cwd: &Path) -> Option<PathBuf> {
-    static ROOTS: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
-    > = std::sync::OnceLock::new();
-    let roots = ROOTS.get_or_init(Default::default);
-    if let Some(hit) = roots
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(cwd)
-        .cloned()
-    {
-        return hit;
-    }
-    let root = git_root(cwd);
-    roots
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(cwd.to_path_buf(), root.clone());
-    root
+/// The git context of a large tree, where `git status` was not run (exact):
+///
+/// ```text
+/// Git repository: <root>
+/// Branch: <branch>
+/// Status: not scanned (the index lists <entries> files, more than git_status_max_files = <limit>); run `git status` to see changes.
+/// ```
+pub fn format_unscanned_context(root: &Path, branch: &str, entries: u64, limit: u64) -> String {
+    format!(
+        "Git repository: {}\nBranch: {branch}\nStatus: not scanned (the index lists {entries} \
+         files, more than git_status_max_files = {limit}); run `git status` to see changes.",
+        root.display()
+    )
 }
 
-/// The `context:git` text for `cwd` ([`format_git_context`]), or `None` when git is missing
-/// or `cwd` is not inside a work tree (the root is cached per directory; the status is read
-/// each call so the context follows the work tree).
+/// The git context when `git status` ran past the timeout (exact):
+///
+/// ```text
+/// Git repository: <root>
+/// Status: unavailable (`git status` did not finish within <ms> ms).
+/// ```
+pub fn format_unavailable_context(root: &Path, timeout: Duration) -> String {
+    format!(
+        "Git repository: {}\nStatus: unavailable (`git status` did not finish within {} ms).",
+        root.display(),
+        timeout.as_millis()
+    )
+}
+
+/// The current branch from `git symbolic-ref -q --short HEAD`: its name, `(detached HEAD)`
+/// when HEAD is not a branch (exit 1), else `(unknown)`.
+fn current_branch(cwd: &Path, timeout: Duration) -> String {
+    match run_git(cwd, &["symbolic-ref", "-q", "--short", "HEAD"], timeout) {
+        GitRun::Exited {
+            success: true,
+            stdout,
+        } => match String::from_utf8(stdout) {
+            Ok(s) if !s.trim().is_empty() => s.trim_end_matches(['\n', '\r']).to_owned(),
+            _ => "(unknown)".to_owned(),
+        },
+        GitRun::Exited { success: false, .. } => "(detached HEAD)".to_owned(),
+        _ => "(unknown)".to_owned(),
+    }
+}
+
+/// The `context:git` text of `repo` read from `cwd` (one git process): when the index lists
+/// at most `options.status_max_files` entries (or cannot be read), [`format_git_context`] of
+/// `git status --porcelain=v1 --branch`, or [`format_unavailable_context`] when it times out;
+/// above the limit [`format_unscanned_context`] with the branch from `git symbolic-ref`.
+/// `None` when `git status` fails.
+pub fn git_state(cwd: &Path, repo: &GitRepo, options: &GitOptions) -> Option<String> {
+    if let Some(entries) = index_entry_count(&repo.index)
+        && entries > options.status_max_files
+    {
+        let branch = current_branch(cwd, options.timeout);
+        return Some(format_unscanned_context(
+            &repo.root,
+            &branch,
+            entries,
+            options.status_max_files,
+        ));
+    }
+    match run_git(
+        cwd,
+        &["status", "--porcelain=v1", "--branch"],
+        options.timeout,
+    ) {
+        GitRun::Exited {
+            success: true,
+            stdout,
+        } => String::from_utf8(stdout)
+            .ok()
+            .map(|s| format_git_context(&repo.root, &s)),
+        GitRun::TimedOut => Some(format_unavailable_context(&repo.root, options.timeout)),
+        _ => None,
+    }
+}
+
+/// The `context:git` text for `cwd` read now with the default [`GitOptions`] ([`locate_repo`]
+/// then [`git_state`]: two git processes, nothing cached), or `None` when git is missing or
+/// `cwd` is not inside a work tree. The plugin itself reads through
+/// [`crate::ContextService::git_text`], which caches.
 pub fn git_context(cwd: &Path) -> Option<String> {
-    let root = cached_git_root(cwd)?;
-    let status = git(cwd, &["status", "--porcelain=v1", "--branch"])?;
-    Some(format_git_context(&root, &status))
+    let options = GitOptions::default();
+    let repo = locate_repo(cwd, options.timeout)?;
+    git_state(cwd, &repo, &options)
 }
 
 #[cfg(test)]
@@ -156,5 +362,50 @@ mod tests {
         assert_eq!(lines[3], "## main");
         assert_eq!(lines[22], "?? f18");
         assert_eq!(lines[23], "… 6 more status lines not shown.");
+    }
+
+    #[test]
+    fn index_header_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("index");
+        let mut bytes = b"DIRC".to_vec();
+        bytes.extend(2u32.to_be_bytes());
+        bytes.extend(50_000u32.to_be_bytes());
+        bytes.extend([0u8; 8]);
+        std::fs::write(&index, &bytes).unwrap();
+        assert_eq!(index_entry_count(&index), Some(50_000));
+        std::fs::write(&index, b"DIRC\0\0\0\x02").unwrap();
+        assert_eq!(index_entry_count(&index), None);
+        std::fs::write(&index, b"XXXX\0\0\0\x02\0\0\0\x01").unwrap();
+        assert_eq!(index_entry_count(&index), None);
+        assert_eq!(index_entry_count(&dir.path().join("missing")), None);
+    }
+
+    #[test]
+    fn which_effects_change_the_workspace() {
+        assert!(!changes_workspace(ToolEffects::READ_ONLY));
+        assert!(!changes_workspace(ToolEffects::READ_ONLY.parallel_safe()));
+        assert!(!changes_workspace(ToolEffects::NETWORK));
+        assert!(changes_workspace(
+            ToolEffects::WRITES_FILES.target("file_path")
+        ));
+        assert!(changes_workspace(ToolEffects::RUNS_COMMANDS));
+        assert!(changes_workspace(ToolEffects::UNDECLARED));
+        assert!(changes_workspace(
+            ToolEffects::NETWORK | ToolEffects::WRITES_FILES
+        ));
+    }
+
+    #[test]
+    fn fixed_texts() {
+        assert_eq!(
+            format_unscanned_context(Path::new("/r"), "main", 50_000, 20_000),
+            "Git repository: /r\nBranch: main\nStatus: not scanned (the index lists 50000 files, \
+             more than git_status_max_files = 20000); run `git status` to see changes."
+        );
+        assert_eq!(
+            format_unavailable_context(Path::new("/r"), Duration::from_millis(2_000)),
+            "Git repository: /r\nStatus: unavailable (`git status` did not finish within 2000 ms)."
+        );
     }
 }

@@ -11,18 +11,23 @@ use dsh_system_prompt::{
     PromptContext, PromptError, PromptSection, PromptText, SystemPrompt, SystemPromptAssemble,
 };
 
-use crate::service::agent_cwd;
+use dsh_session::{EventData, SessionEventEmitted};
+use dsh_tools::{ToolRegistry, ToolsResult};
+
+use crate::service::{agent_cwd, agent_info};
 use crate::{
     CWD_VARIABLE, Clock, ContextConfig, ContextError, ContextService, DATE_CONTEXT, DATE_ORDER,
     ENVIRONMENT_ORDER, ENVIRONMENT_SECTION, GIT_CONTEXT, GIT_ORDER, PERSONA, PERSONA_ORDER,
-    PERSONA_SECTION, PLUGIN_ID, TOOL_GUIDANCE, TOOLS_ORDER, TOOLS_SECTION, date_text,
-    environment_text, git_context,
+    PERSONA_SECTION, PLUGIN_ID, TOOL_GUIDANCE, TOOLS_ORDER, TOOLS_SECTION, changes_workspace,
+    date_text, environment_text,
 };
 
 /// Registers everything under `ctx` (what the plugin's `apply` does, with the system clock):
 /// the three stable sections, the `cwd` variable, the enabled runtime contexts, the
-/// `system-prompt/assemble` listener adding AGENTS.md sections and the `agent/disposed`
-/// cache cleanup; provides `Arc<ContextService>`. All bound to `ctx`'s scope.
+/// `system-prompt/assemble` listener adding AGENTS.md sections, the `agent/disposed`
+/// cache cleanup and, with the git context, the `session/event` (`turn/start`) and
+/// `tools/result` listeners that decide when git is read again (the latter only when a
+/// `ToolRegistry` is provided); provides `Arc<ContextService>`. All bound to `ctx`'s scope.
 ///
 /// # Errors
 /// [`ContextError::MissingSystemPrompt`]; [`ContextError::Registration`] (a name taken in the
@@ -67,22 +72,49 @@ pub fn install(
             ),
         ))?;
     }
+    let service = Arc::new(
+        ContextService::new(config.resolved_dsh_home()).with_git_options(config.git_options()),
+    );
     if config.include_git {
+        let s = service.clone();
         reg(prompt.context(
             ctx,
             PromptContext::new(
                 GIT_CONTEXT,
                 GIT_ORDER,
-                PromptText::dynamic(|cx| {
-                    agent_cwd(cx)
-                        .and_then(|cwd| git_context(Path::new(&cwd)))
+                PromptText::dynamic(move |cx| {
+                    agent_info(cx)
+                        .and_then(|info| {
+                            let cwd = info.cwd.as_deref()?;
+                            s.git_text(&info.id, Path::new(cwd))
+                        })
                         .unwrap_or_default()
                 }),
             ),
         ))?;
+        // When to read the git state again: at each turn's start, and after a tool call that
+        // may have changed the work tree (docs/upstream/context.md, "The git context").
+        let s = service.clone();
+        ctx.on_emit::<SessionEventEmitted>(move |notice| {
+            if matches!(notice.event.data, EventData::TurnStart(_)) {
+                s.invalidate_git(notice.session.id());
+            }
+        })?
+        .detach();
+        if let Some(registry) = ctx.get::<ToolRegistry>() {
+            let s = service.clone();
+            ctx.on_emit::<ToolsResult>(move |done| {
+                if registry
+                    .effects(&done.exec.name, done.exec.key())
+                    .is_some_and(changes_workspace)
+                {
+                    s.workspace_changed();
+                }
+            })?
+            .detach();
+        }
     }
 
-    let service = Arc::new(ContextService::new(config.resolved_dsh_home()));
     ctx.provide(service.clone())?.detach();
     let s = service.clone();
     ctx.on_waterfall::<SystemPromptAssemble, _, _>(move |mut req, next| {

@@ -17,8 +17,14 @@
 //!
 //! Runtime contexts (dynamic; sent as snapshot user messages only when they change):
 //! - `context:date` (order 10, unless `include_date` is false): [`date_text`] of the clock;
-//! - `context:git` (order 20, unless `include_git` is false): [`git_context`] of the agent's
-//!   cwd (omitted without git, a cwd, or a repository). git runs at every assembly.
+//! - `context:git` (order 20, unless `include_git` is false): [`git_state`] of the agent's
+//!   cwd (omitted without git, a cwd, or a repository), read through
+//!   [`ContextService::git_text`]: the repository is located once per cwd (shared with the
+//!   AGENTS.md discovery), the status is read at the first step of each turn (`turn/start`)
+//!   and again only after a tool call whose declared effects may change the work tree
+//!   ([`changes_workspace`], seen on `tools/result`); each git run is capped by
+//!   `git_timeout_ms`, and above `git_status_max_files` index entries no status scan runs.
+//!   See docs/upstream/context.md ("The git context").
 //!
 //! The permission mode is contributed by dsh-permissions (`permission:policy`).
 //!
@@ -45,7 +51,11 @@ pub use config::{Clock, ContextConfig};
 pub use date::{civil_from_days, date_text};
 pub use dsh_agent::AgentInfo;
 pub use error::ContextError;
-pub use git::{MAX_STATUS_LINES, branch_from_header, format_git_context, git_context, git_root};
+pub use git::{
+    DEFAULT_GIT_STATUS_MAX_FILES, DEFAULT_GIT_TIMEOUT_MS, GitOptions, GitRepo, MAX_STATUS_LINES,
+    branch_from_header, changes_workspace, format_git_context, format_unavailable_context,
+    format_unscanned_context, git_context, git_root, git_state, index_entry_count, locate_repo,
+};
 pub use install::install;
 pub use names::{
     AGENTS_SECTION_PREFIX, AGENTS_VARIABLE_PREFIX, CWD_VARIABLE, DATE_CONTEXT, DATE_ORDER,

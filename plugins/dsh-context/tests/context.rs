@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_context::{
-    AgentInfo, ContextConfig, DATE_CONTEXT, GIT_CONTEXT, MAX_AGENTS_FILE_BYTES, PERSONA,
-    TOOL_GUIDANCE, agents_section_text, date_text, discover_agents_files, git_context, install,
-    load_agents_file,
+    AgentInfo, ContextConfig, ContextService, DATE_CONTEXT, GIT_CONTEXT, GitOptions,
+    MAX_AGENTS_FILE_BYTES, PERSONA, TOOL_GUIDANCE, agents_section_text, date_text,
+    discover_agents_files, git_context, install, load_agents_file,
 };
 use dsh_kernel::{Context, ErrorCode, Kernel, ScopeKey, Settings};
 use dsh_system_prompt::{
@@ -196,6 +196,7 @@ struct A {
     agent: Context,
     key: ScopeKey,
     clock: Arc<AtomicU64>,
+    service: Arc<ContextService>,
 }
 
 async fn assembly_harness(cwd: &Path, home: &Path) -> A {
@@ -212,7 +213,7 @@ async fn assembly_harness(cwd: &Path, home: &Path) -> A {
         ..ContextConfig::default()
     };
     let scope = kernel.root().child("plugin:dsh-context").unwrap();
-    install(
+    let service = install(
         &scope,
         &config,
         Arc::new(move || UNIX_EPOCH + Duration::from_secs(c.load(Ordering::SeqCst))),
@@ -232,6 +233,7 @@ async fn assembly_harness(cwd: &Path, home: &Path) -> A {
         agent,
         key,
         clock,
+        service,
     }
 }
 
@@ -333,10 +335,12 @@ async fn system_prompt_is_byte_stable_when_only_date_and_git_change() {
     );
     assert_eq!(contexts1[1].1, git1);
 
-    // Next day, a modified file and a new branch.
+    // Next day, a modified file and a new branch; the git state is cached until the next turn.
     h.clock.fetch_add(86_400, Ordering::SeqCst);
     std::fs::write(cwd.join("f.txt"), "2\n").unwrap();
     git(&cwd, &["checkout", "-q", "-b", "topic"]);
+    assert_eq!(h.render().await.1[1].1, git1);
+    h.service.invalidate_git("a-1");
     let (system2, contexts2) = h.render().await;
     assert_eq!(system2, system1);
     assert_eq!(
@@ -355,6 +359,38 @@ async fn system_prompt_is_byte_stable_when_only_date_and_git_change() {
             ),
         ]
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn git_state_is_read_again_only_after_a_workspace_change_or_a_new_turn() {
+    let t = tree();
+    let cwd = t.repo.clone();
+    std::fs::write(cwd.join("f.txt"), "1\n").unwrap();
+    git(&cwd, &["add", "-A"]);
+    git(&cwd, &["commit", "-q", "-m", "init"]);
+    let h = assembly_harness(&cwd, &t.home).await;
+    let clean = format!(
+        "Git repository: {}\nBranch: main\nStatus (`git status --porcelain=v1 --branch`):\n## main\nWorking tree clean.",
+        cwd.display()
+    );
+    let modified = format!(
+        "Git repository: {}\nBranch: main\nStatus (`git status --porcelain=v1 --branch`):\n## main\n M f.txt",
+        cwd.display()
+    );
+    assert_eq!(h.render().await.1[1].1, clean);
+    std::fs::write(cwd.join("f.txt"), "2\n").unwrap();
+    assert_eq!(h.render().await.1[1].1, clean);
+    h.service.workspace_changed();
+    assert_eq!(h.render().await.1[1].1, modified);
+    std::fs::write(cwd.join("f.txt"), "1\n").unwrap();
+    assert_eq!(h.render().await.1[1].1, modified);
+    h.service.invalidate_git("another-agent");
+    assert_eq!(h.render().await.1[1].1, modified);
+    h.service.invalidate_git("a-1");
+    assert_eq!(h.render().await.1[1].1, clean);
+    // The work tree was located once and is shared with the AGENTS.md discovery.
+    assert_eq!(h.service.repo(&cwd).unwrap().root, cwd);
+    assert_eq!(h.service.repo(&cwd).unwrap().index, cwd.join(".git/index"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -435,6 +471,18 @@ fn settings_defaults_and_unknown_fields() {
     let c: ContextConfig = serde_json::from_value(json!({"include_git": false})).unwrap();
     assert!(!c.include_git && c.include_date);
     assert!(serde_json::from_value::<ContextConfig>(json!({"git": false})).is_err());
+    let d = ContextConfig::default().git_options();
+    assert_eq!(d.timeout, Duration::from_millis(2_000));
+    assert_eq!(d.status_max_files, 20_000);
+    let c: ContextConfig =
+        serde_json::from_value(json!({"git_timeout_ms": 0, "git_status_max_files": 7})).unwrap();
+    assert_eq!(
+        c.git_options(),
+        GitOptions {
+            timeout: Duration::from_millis(1),
+            status_max_files: 7
+        }
+    );
     let c = ContextConfig {
         dsh_home: Some("/x".into()),
         ..ContextConfig::default()
