@@ -472,3 +472,66 @@ fn synthesised_call_ids_are_unique_and_an_empty_name_is_not_replayed() {
         .collect();
     assert_eq!(results, [ids[0].as_str(), ids[1].as_str()]);
 }
+
+/// A loopback server answering one chat request with `body` as an SSE stream (raw bytes, so it
+/// may hold invalid UTF-8). Returns its URL.
+fn raw_sse_server(body: Vec<u8>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                return;
+            }
+            req.extend_from_slice(&buf[..n]);
+            let head = String::from_utf8_lossy(&req).into_owned();
+            if let Some(end) = head.find("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .unwrap_or(0);
+                if req.len() >= end + 4 + len {
+                    break;
+                }
+            }
+        }
+        use std::io::Write;
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let _ = s.write_all(head.as_bytes());
+        let _ = s.write_all(&body);
+    });
+    url
+}
+
+#[test]
+fn invalid_utf8_and_missing_usage_do_not_fail_the_turn() {
+    let env = Env::new();
+    let mut body =
+        b"data: {\"id\":\"r\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok \xff!\"}}]}\n\n"
+            .to_vec();
+    body.extend_from_slice(
+        b"data: {\"id\":\"r\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+    );
+    let url = raw_sse_server(body);
+    let (out, _) = run(env.dsh(&url, &["exec", "--ephemeral", "--json", "hi"]));
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{stderr}");
+    assert!(retry_lines(&stderr).is_empty(), "{stderr}");
+    let stdout = text(&out.stdout);
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["reason"], "completed");
+    assert_eq!(result["text"], "ok \u{FFFD}!");
+    // no usage on the wire: an estimate, marked (the answer "ok �!" is 7 bytes ⇒ 2 tokens)
+    assert_eq!(result["usage"]["estimated"], true);
+    assert_eq!(result["usage"]["outputTokens"], 2);
+    assert!(result["usage"]["inputTokens"].as_u64().unwrap() > 0);
+}
