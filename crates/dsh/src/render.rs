@@ -1,13 +1,15 @@
 //! Rendering a running session: streamed answer text on stdout, one compact line per tool
 //! call on stderr (text mode), or every session event as a JSON line (`--json`); in both
 //! formats one stderr line per model-request retry (cause, retry k/n, wait) and per provider
-//! wait refused as too long (see [`retry_line`]).
+//! wait refused as too long (see [`retry_line`]), and `  ! <text>` per provider notice (invalid
+//! UTF-8 from the provider).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use dsh_kernel::{Context, ListenOptions, Registration};
 use dsh_llm::{StreamChunk, TokenUsage};
+use dsh_llm_deepseek::LlmProviderNotice;
 use dsh_llm_retry::{LlmRetryNotice, RetryNotice, RetryNoticeKind};
 use dsh_session::{EventData, SessionEvent, SessionEventEmitted, TurnEndReason};
 
@@ -30,6 +32,7 @@ struct State {
 pub struct Attached {
     _events: Registration,
     _retries: Registration,
+    _provider: Registration,
 }
 
 /// Subscribes a renderer for session `id`; dropping the returned [`Attached`] stops it. The
@@ -52,6 +55,13 @@ pub fn attach(
             let _ = writeln!(err, "{}", retry_line(n));
         }
     })?;
+    let notice_id = id.clone();
+    let provider = ctx.on_emit_with::<LlmProviderNotice>(ListenOptions::global(), move |n| {
+        if n.session_id.as_deref().is_none_or(|s| s == notice_id) {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "  ! {}", n.message);
+        }
+    })?;
     let reg = ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
         if n.session.id() != id {
             return;
@@ -71,6 +81,7 @@ pub fn attach(
         Attached {
             _events: reg,
             _retries: retries,
+            _provider: provider,
         },
         mid,
     ))

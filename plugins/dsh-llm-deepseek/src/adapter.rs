@@ -42,7 +42,23 @@ struct Inner {
     routes: Vec<Route>,
     timeouts: Timeouts,
     creds: Arc<dyn CredentialSource>,
+    notices: std::sync::OnceLock<NoticeFn>,
 }
+
+/// Something the user should see about a call that still goes on (today: the provider sent
+/// invalid UTF-8, decoded as U+FFFD). Delivered through [`DeepSeekAdapter::set_notices`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderNotice {
+    /// The call's session (`GenerateOptions::session_id`), when known.
+    pub session_id: Option<String>,
+    /// The route id.
+    pub route: String,
+    /// One line of text, e.g. `deepseek: the provider sent invalid UTF-8 (shown as U+FFFD)`.
+    pub message: String,
+}
+
+/// A receiver of [`ProviderNotice`]s.
+pub type NoticeFn = Arc<dyn Fn(ProviderNotice) + Send + Sync>;
 
 /// Redirects a model request may follow: at most 5, each to the origin (scheme, host, port) of
 /// the original URL. Following one to another origin would re-send the whole conversation (and
@@ -139,6 +155,7 @@ impl DeepSeekAdapter {
                 routes,
                 timeouts: settings.timeouts,
                 creds,
+                notices: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -162,6 +179,12 @@ impl DeepSeekAdapter {
     /// The adapter-wide default timeouts (routes may override them: [`Self::route_timeouts`]).
     pub fn timeouts(&self) -> Timeouts {
         self.inner.timeouts
+    }
+
+    /// Sends every [`ProviderNotice`] to `f` from now on (the plugin emits them as the kernel
+    /// event [`crate::LlmProviderNotice`]). Only the first call takes effect.
+    pub fn set_notices(&self, f: NoticeFn) {
+        let _ = self.inner.notices.set(f);
     }
 
     /// The timeouts in force for `provider`'s route.
@@ -272,6 +295,8 @@ struct Streaming {
     request_id: Option<String>,
     utf8: Arc<std::sync::Mutex<Utf8Repair>>,
     warned_utf8: bool,
+    inner: Arc<Inner>,
+    session_id: Option<String>,
 }
 
 enum Phase {
@@ -438,7 +463,7 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         };
         let text = String::from_utf8_lossy(&bytes);
         if matches!(text, std::borrow::Cow::Owned(_)) {
-            warn_invalid_utf8(&config.id, &url);
+            warn_invalid_utf8(&inner, opts.session_id.as_deref(), &config.id, &url);
         }
         let mut out = Vec::new();
         tr.push_completion(&text, &mut out);
@@ -471,17 +496,28 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         request_id,
         utf8,
         warned_utf8: false,
+        session_id: opts.session_id.clone(),
+        inner: inner.clone(),
     })))
 }
 
-/// The one warning per response that carried invalid UTF-8 (replaced by U+FFFD).
-fn warn_invalid_utf8(route: &str, url: &str) {
+/// The one warning (and notice) per response that carried invalid UTF-8 (replaced by U+FFFD).
+fn warn_invalid_utf8(inner: &Inner, session_id: Option<&str>, route: &str, url: &str) {
     tracing::warn!(
         target: "dsh_llm_deepseek",
         route,
         url,
         "the provider sent invalid UTF-8; it was replaced by U+FFFD"
     );
+    if let Some(f) = inner.notices.get() {
+        f(ProviderNotice {
+            session_id: session_id.map(str::to_owned),
+            route: route.to_owned(),
+            message: format!(
+                "{route}: the provider sent invalid UTF-8; each bad sequence is shown as U+FFFD"
+            ),
+        });
+    }
 }
 
 /// Waits for the next SSE event under the idle watchdog (any received bytes, including
@@ -557,7 +593,7 @@ impl Run {
                         && s.utf8.lock().unwrap_or_else(|e| e.into_inner()).replaced() > 0
                     {
                         s.warned_utf8 = true;
-                        warn_invalid_utf8(&s.route, &s.url);
+                        warn_invalid_utf8(&s.inner, s.session_id.as_deref(), &s.route, &s.url);
                     }
                     let rid = s.request_id.clone();
                     for mut c in out {

@@ -24,7 +24,7 @@ mod plugin;
 mod request;
 mod utf8;
 
-pub use adapter::{DeepSeekAdapter, USER_AGENT, parse_model_list};
+pub use adapter::{DeepSeekAdapter, NoticeFn, ProviderNotice, USER_AGENT, parse_model_list};
 pub use config::{
     CredentialSource, DEEPSEEK_BASE_URL, DEEPSEEK_KEY_ENV, DEEPSEEK_OFFICIAL_ALIAS, DEEPSEEK_ROUTE,
     DeepSeekSettings, EnvCredentials, ModelEntry, ModelSpec, OfficialRoute, ProviderSettings,
@@ -38,5 +38,5 @@ pub use parse::{
     CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, estimate_tokens,
     translate_sse_bytes, try_again_hint_ms,
 };
-pub use plugin::{PLUGIN, PLUGIN_ID};
+pub use plugin::{LlmProviderNotice, PLUGIN, PLUGIN_ID};
 pub use request::{Thinking, build_body, thinking_for};
