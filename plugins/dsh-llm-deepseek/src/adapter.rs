@@ -217,8 +217,8 @@ fn missing_credential(route: &RouteConfig, env: &str) -> LlmFailure {
 fn error_chain(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     if let Some(url) = e.url() {
-        text = text.replace(&format!(" ({url})"), "");
         text = text.replace(&format!(" for url ({url})"), "");
+        text = text.replace(&format!(" ({url})"), "");
     }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
