@@ -12,7 +12,10 @@ use crate::ids::CallId;
 /// uncached input, so billed input = input + cache read + cache write. `reasoning_tokens` is
 /// already included in `output_tokens` (never add it again).
 ///
-/// JSON: `{"inputTokens","outputTokens","cacheReadTokens"?,"cacheWriteTokens"?,"reasoningTokens"?}`.
+/// JSON: `{"inputTokens","outputTokens","cacheReadTokens"?,"cacheWriteTokens"?,"reasoningTokens"?,
+/// "estimated"?}`. `estimated: true` marks counts the adapter estimated because the provider
+/// reported none (a dsh addition; absent when false, so upstream logs round-trip unchanged; see
+/// docs/upstream/llm.md, Usage and failures).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
@@ -29,6 +32,9 @@ pub struct TokenUsage {
     /// Reasoning tokens (a part of `output_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// The counts are an estimate (the provider sent no usage), not the provider's figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl TokenUsage {
@@ -39,7 +45,8 @@ impl TokenUsage {
             + self.cache_write_tokens.unwrap_or(0)
     }
 
-    /// Adds `other` field by field (used to total a session's usage).
+    /// Adds `other` field by field (used to total a session's usage); the total is
+    /// `estimated` when either part is.
     pub fn add(&mut self, other: &TokenUsage) {
         fn opt_add(a: &mut Option<u64>, b: Option<u64>) {
             if let Some(b) = b {
@@ -51,6 +58,7 @@ impl TokenUsage {
         opt_add(&mut self.cache_read_tokens, other.cache_read_tokens);
         opt_add(&mut self.cache_write_tokens, other.cache_write_tokens);
         opt_add(&mut self.reasoning_tokens, other.reasoning_tokens);
+        self.estimated |= other.estimated;
     }
 }
 
@@ -75,6 +83,9 @@ pub mod codes {
     pub const ABORTED: &str = "ABORTED";
     /// Connection failure, or a body that ended without a terminal signal.
     pub const TRANSPORT: &str = "TRANSPORT";
+    /// The provider answered a model request with a redirect dsh does not follow (to another
+    /// origin: following would re-send the conversation there). Not retryable.
+    pub const REDIRECT_REFUSED: &str = "REDIRECT_REFUSED";
     /// A `stop` finish with zero content blocks.
     pub const EMPTY_RESPONSE: &str = "EMPTY_RESPONSE";
     /// A credential reference resolved to an unusable value.

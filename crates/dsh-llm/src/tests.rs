@@ -45,3 +45,21 @@ fn finish_and_chunks_round_trip() {
         assert_eq!(serde_json::to_value(&c).unwrap(), v);
     }
 }
+
+#[test]
+fn estimated_usage_is_marked_and_absent_when_not_estimated() {
+    let plain = json!({"inputTokens":1,"outputTokens":2});
+    let u: TokenUsage = serde_json::from_value(plain.clone()).unwrap();
+    assert!(!u.estimated);
+    assert_eq!(serde_json::to_value(u).unwrap(), plain);
+    let est = json!({"inputTokens":3,"outputTokens":4,"estimated":true});
+    let e: TokenUsage = serde_json::from_value(est.clone()).unwrap();
+    assert!(e.estimated);
+    assert_eq!(serde_json::to_value(e).unwrap(), est);
+    let mut total = u;
+    total.add(&e);
+    assert_eq!(
+        serde_json::to_value(total).unwrap(),
+        json!({"inputTokens":4,"outputTokens":6,"estimated":true})
+    );
+}

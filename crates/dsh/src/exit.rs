@@ -57,6 +57,10 @@ const USAGE_CODES: &[&str] = &[
     "UNKNOWN_PERMISSION_MODE",
     // dsh-llm-retry: a configured retry policy is invalid.
     "INVALID_RETRY_POLICY",
+    // dsh-llm-deepseek: a route's base_url (or DEEPSEEK_BASE_URL) is not an http(s) URL. It
+    // reaches `dsh` inside the kernel's PLUGIN_FAILED, listed here for any path that reports it
+    // by its own code.
+    "INVALID_BASE_URL",
     // dsh-system-prompt: the configured `tool_order` is invalid or names unknown tools.
     "INVALID_TOOL_ORDER",
     "UNKNOWN_TOOL_IN_ORDER",
@@ -191,6 +195,7 @@ mod tests {
         assert_eq!(exit_code_for("INVALID_SETTINGS"), 2);
         assert_eq!(exit_code_for("PLUGIN_FAILED"), 2);
         assert_eq!(exit_code_for("NO_PERSISTENCE"), 2);
+        assert_eq!(exit_code_for("INVALID_BASE_URL"), 2);
         assert_eq!(exit_code_for("SESSION_APPEND_FAILED"), 1);
         assert_eq!(exit_code_for("UNKNOWN"), 1);
         assert_eq!(exit_code_for(""), 1);

@@ -288,7 +288,7 @@ fn report_turns(agent: &Agent, from_seq: u64) {
 }
 
 struct Renderer {
-    _reg: Registration,
+    _reg: render::Attached,
     mid_line: Arc<std::sync::Mutex<bool>>,
 }
 

@@ -1,11 +1,16 @@
 //! Rendering a running session: streamed answer text on stdout, one compact line per tool
-//! call on stderr (text mode), or every session event as a JSON line (`--json`).
+//! call on stderr (text mode), or every session event as a JSON line (`--json`); in both
+//! formats one stderr line per model-request retry (cause, retry k/n, wait) and per provider
+//! wait refused as too long (see [`retry_line`]), and `  ! <text>` per provider notice (invalid
+//! UTF-8 from the provider).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use dsh_kernel::{Context, ListenOptions, Registration};
 use dsh_llm::{StreamChunk, TokenUsage};
+use dsh_llm_deepseek::LlmProviderNotice;
+use dsh_llm_retry::{LlmRetryNotice, RetryNotice, RetryNoticeKind};
 use dsh_session::{EventData, SessionEvent, SessionEventEmitted, TurnEndReason};
 
 /// Output format.
@@ -23,7 +28,15 @@ struct State {
     mid_line: bool,
 }
 
-/// Subscribes a renderer for session `id`; dropping the registration stops it.
+/// A renderer's listeners (session events and retry notices); dropping it stops rendering.
+pub struct Attached {
+    _events: Registration,
+    _retries: Registration,
+    _provider: Registration,
+}
+
+/// Subscribes a renderer for session `id`; dropping the returned [`Attached`] stops it. The
+/// flag is true while stdout is mid-line.
 ///
 /// # Errors
 /// The kernel refused the listener (root disposed).
@@ -31,10 +44,24 @@ pub fn attach(
     ctx: &Context,
     id: String,
     format: Format,
-) -> Result<(Registration, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
+) -> Result<(Attached, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
     let state = Arc::new(Mutex::new(State::default()));
     let mid = Arc::new(Mutex::new(false));
     let mid_out = mid.clone();
+    let retry_id = id.clone();
+    let retries = ctx.on_emit_with::<LlmRetryNotice>(ListenOptions::global(), move |n| {
+        if n.session_id == retry_id {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{}", retry_line(n));
+        }
+    })?;
+    let notice_id = id.clone();
+    let provider = ctx.on_emit_with::<LlmProviderNotice>(ListenOptions::global(), move |n| {
+        if n.session_id.as_deref().is_none_or(|s| s == notice_id) {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "  ! {}", n.message);
+        }
+    })?;
     let reg = ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
         if n.session.id() != id {
             return;
@@ -50,7 +77,46 @@ pub fn attach(
         }
         *mid_out.lock().unwrap_or_else(|e| e.into_inner()) = st.mid_line;
     })?;
-    Ok((reg, mid))
+    Ok((
+        Attached {
+            _events: reg,
+            _retries: retries,
+            _provider: provider,
+        },
+        mid,
+    ))
+}
+
+/// The stderr line of a retry notice (no trailing newline):
+/// `  ↻ <failure message> (<code>); retry k/n in <ms> ms` (`retry k` in always mode; `
+/// (Retry-After)` appended when the wait is the provider's), or `  ✗ not retrying: the provider
+/// asks to wait <ms> ms, more than [agent] max_retry_wait_ms = <ms> ms`.
+pub(crate) fn retry_line(n: &RetryNotice) -> String {
+    match &n.kind {
+        RetryNoticeKind::Retrying {
+            retry,
+            of,
+            delay_ms,
+            from_provider,
+        } => {
+            let count = match of {
+                Some(of) => format!("{retry}/{of}"),
+                None => retry.to_string(),
+            };
+            let source = if *from_provider { " (Retry-After)" } else { "" };
+            format!(
+                "  ↻ {} ({}); retry {count} in {delay_ms:.0} ms{source}",
+                n.failure.message, n.failure.code
+            )
+        }
+        RetryNoticeKind::WaitTooLong {
+            asked_ms,
+            ceiling_ms,
+        } => format!(
+            "  ✗ not retrying: the provider asks to wait {asked_ms} ms, more than [agent] \
+             max_retry_wait_ms = {ceiling_ms} ms"
+        ),
+    }
 }
 
 /// The argument fields a one-line summary of a tool call shows, first present wins: whatever

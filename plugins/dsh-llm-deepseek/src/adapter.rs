@@ -1,9 +1,10 @@
 //! The HTTP adapter: one `POST {base_url}/chat/completions` streaming attempt per call, with
-//! connect / first-byte / idle timeouts, cancellation, credential resolution at call time and
-//! `GET /models` discovery.
+//! per-route connect / first-byte / idle timeouts, no redirect to another origin, lossy UTF-8
+//! repair of the body, estimated usage when the provider sends none, cancellation, credential
+//! resolution at call time and `GET /models` discovery.
 //!
 //! See docs/upstream/llm.md (Adapter contract; Usage and failures) and
-//! docs/upstream/deepseek.md.
+//! docs/upstream/deepseek.md (Timeouts; Redirects; Invalid UTF-8; Estimated usage).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -24,15 +25,58 @@ use crate::config::{CredentialSource, DeepSeekSettings, EnvCredentials, RouteCon
 use crate::errors::{DeepSeekError, http_failure, retry_after_ms};
 use crate::parse::{Progress, StreamTranslator};
 use crate::request::build_body;
+use crate::utf8::Utf8Repair;
 
 /// `User-Agent` sent on every request: `dsh/<crate version>`.
 pub const USER_AGENT: &str = concat!("dsh/", env!("CARGO_PKG_VERSION"));
 
-struct Inner {
-    routes: Vec<RouteConfig>,
+/// One configured route with its resolved timeouts and its own HTTP client (reqwest sets the
+/// connect timeout per client).
+struct Route {
+    config: RouteConfig,
     timeouts: Timeouts,
     client: reqwest::Client,
+}
+
+struct Inner {
+    routes: Vec<Route>,
+    timeouts: Timeouts,
     creds: Arc<dyn CredentialSource>,
+    notices: std::sync::OnceLock<NoticeFn>,
+}
+
+/// Something the user should see about a call that still goes on (today: the provider sent
+/// invalid UTF-8, decoded as U+FFFD). Delivered through [`DeepSeekAdapter::set_notices`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderNotice {
+    /// The call's session (`GenerateOptions::session_id`), when known.
+    pub session_id: Option<String>,
+    /// The route id.
+    pub route: String,
+    /// One line of text, e.g. `deepseek: the provider sent invalid UTF-8 (shown as U+FFFD)`.
+    pub message: String,
+}
+
+/// A receiver of [`ProviderNotice`]s.
+pub type NoticeFn = Arc<dyn Fn(ProviderNotice) + Send + Sync>;
+
+/// Redirects a model request may follow: at most 5, each to the origin (scheme, host, port) of
+/// the original URL. Following one to another origin would re-send the whole conversation (and
+/// 307/308 keep the POST body) to a server the user did not configure, so the chain stops and
+/// the 3xx answer becomes the failure `REDIRECT_REFUSED`. See docs/upstream/deepseek.md
+/// (Redirects).
+fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if same_origin && attempt.previous().len() <= 5 {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 /// The DeepSeek / OpenAI-compatible adapter serving every configured route. Cheap to clone.
@@ -56,6 +100,7 @@ impl DeepSeekAdapter {
     ///
     /// # Errors
     /// [`DeepSeekError::InvalidSettings`] for duplicate provider ids or an empty base URL;
+    /// [`DeepSeekError::InvalidBaseUrl`] for a base URL that is not an absolute http(s) URL;
     /// [`DeepSeekError::Client`] when the HTTP client cannot be built.
     pub fn new(settings: DeepSeekSettings) -> Result<Self, DeepSeekError> {
         Self::with_credentials(settings, Arc::new(EnvCredentials))
@@ -78,6 +123,7 @@ impl DeepSeekAdapter {
                     r.id
                 )));
             }
+            r.validate_base_url()?;
             for id in std::iter::once(&r.id).chain(&r.aliases) {
                 if !seen.insert(id.clone()) {
                     return Err(DeepSeekError::InvalidSettings(format!(
@@ -87,17 +133,29 @@ impl DeepSeekAdapter {
             }
         }
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .user_agent(USER_AGENT)
-            .connect_timeout(Duration::from_millis(settings.timeouts.connect_ms))
-            .build()
-            .map_err(|e| DeepSeekError::Client(e.to_string()))?;
+        let routes = routes
+            .into_iter()
+            .map(|config| {
+                let timeouts = config.timeouts.resolve(settings.timeouts);
+                let client = reqwest::Client::builder()
+                    .user_agent(USER_AGENT)
+                    .connect_timeout(Duration::from_millis(timeouts.connect_ms))
+                    .redirect(redirect_policy())
+                    .build()
+                    .map_err(|e| DeepSeekError::Client(e.to_string()))?;
+                Ok(Route {
+                    config,
+                    timeouts,
+                    client,
+                })
+            })
+            .collect::<Result<Vec<_>, DeepSeekError>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 routes,
                 timeouts: settings.timeouts,
-                client,
                 creds,
+                notices: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -107,18 +165,37 @@ impl DeepSeekAdapter {
         self.inner
             .routes
             .iter()
-            .flat_map(|r| std::iter::once(r.id.clone()).chain(r.aliases.iter().cloned()))
+            .flat_map(|r| {
+                std::iter::once(r.config.id.clone()).chain(r.config.aliases.iter().cloned())
+            })
             .collect()
     }
 
     /// The route answering to `provider`.
     pub fn route(&self, provider: &str) -> Option<&RouteConfig> {
-        self.inner.routes.iter().find(|r| r.answers_to(provider))
+        self.inner.find(provider).map(|r| &r.config)
     }
 
-    /// The timeouts in force.
+    /// The adapter-wide default timeouts (routes may override them: [`Self::route_timeouts`]).
     pub fn timeouts(&self) -> Timeouts {
         self.inner.timeouts
+    }
+
+    /// Sends every [`ProviderNotice`] to `f` from now on (the plugin emits them as the kernel
+    /// event [`crate::LlmProviderNotice`]). Only the first call takes effect.
+    pub fn set_notices(&self, f: NoticeFn) {
+        let _ = self.inner.notices.set(f);
+    }
+
+    /// The timeouts in force for `provider`'s route.
+    pub fn route_timeouts(&self, provider: &str) -> Option<Timeouts> {
+        self.inner.find(provider).map(|r| r.timeouts)
+    }
+}
+
+impl Inner {
+    fn find(&self, provider: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.config.answers_to(provider))
     }
 }
 
@@ -136,13 +213,64 @@ fn missing_credential(route: &RouteConfig, env: &str) -> LlmFailure {
     )
 }
 
+/// `e` and its causes, `: `-joined, without the URL (the caller names it once).
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    if let Some(url) = e.url() {
+        text = text.replace(&format!(" for url ({url})"), "");
+        text = text.replace(&format!(" ({url})"), "");
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// A request that failed before a response: a connect timeout is `TIMEOUT` (message "… timed
+/// out after N ms connecting (connect_timeout_ms = N)"), anything else `TRANSPORT` ("… failed:
+/// <cause chain>"). Both name the route and the URL.
+fn send_failure(route: &Route, url: &str, e: &reqwest::Error) -> LlmFailure {
+    let id = &route.config.id;
+    if e.is_timeout() {
+        let ms = route.timeouts.connect_ms;
+        return LlmFailure::new(
+            codes::TIMEOUT,
+            format!(
+                "{id}: POST {url} timed out after {ms} ms connecting (connect_timeout_ms = {ms})"
+            ),
+        );
+    }
+    LlmFailure::new(
+        codes::TRANSPORT,
+        format!("{id}: POST {url} failed: {}", error_chain(e)),
+    )
+}
+
 fn transport_failure(route: &str, what: &str, e: &reqwest::Error) -> LlmFailure {
     let code = if e.is_timeout() {
         codes::TIMEOUT
     } else {
         codes::TRANSPORT
     };
-    LlmFailure::new(code, format!("{route}: {what}: {e}"))
+    LlmFailure::new(code, format!("{route}: {what}: {}", error_chain(e)))
+}
+
+/// The stream-idle failure: "… timed out after N ms without data …".
+fn idle_failure(route: &str, url: &str, idle: Duration) -> LlmFailure {
+    let ms = idle.as_millis();
+    LlmFailure::new(
+        codes::TIMEOUT,
+        format!(
+            "{route}: POST {url} timed out after {ms} ms without data from the provider \
+             (stream_idle_timeout_ms = {ms})"
+        ),
+    )
 }
 
 fn aborted() -> LlmFailure {
@@ -163,7 +291,12 @@ struct Streaming {
     signal: CancellationToken,
     idle: Duration,
     route: String,
+    url: String,
     request_id: Option<String>,
+    utf8: Arc<std::sync::Mutex<Utf8Repair>>,
+    warned_utf8: bool,
+    inner: Arc<Inner>,
+    session_id: Option<String>,
 }
 
 enum Phase {
@@ -188,12 +321,7 @@ enum Started {
 /// Sends the request and returns the SSE stream (or the translated non-streaming body), or the
 /// terminal chunk to yield instead.
 async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, FinishReason> {
-    let Some(route) = inner
-        .routes
-        .iter()
-        .find(|r| r.answers_to(&opts.provider))
-        .cloned()
-    else {
+    let Some(route) = inner.find(&opts.provider) else {
         return Err(FinishReason::Error {
             failure: LlmFailure::new(
                 codes::NO_ADAPTER,
@@ -201,44 +329,65 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
             ),
         });
     };
-    let key = match &route.api_key_env {
+    let config = &route.config;
+    let key = match &config.api_key_env {
         Some(env) => match inner.creds.resolve(env) {
             Some(k) => Some(k),
             None => {
                 return Err(FinishReason::Error {
-                    failure: missing_credential(&route, env),
+                    failure: missing_credential(config, env),
                 });
             }
         },
         None => None,
     };
-    let body = build_body(&route, &opts).map_err(|failure| FinishReason::Error { failure })?;
+    let body = build_body(config, &opts).map_err(|failure| FinishReason::Error { failure })?;
+    let body = serde_json::to_vec(&body).map_err(|e| FinishReason::Error {
+        failure: LlmFailure::new(
+            codes::INVALID_REQUEST,
+            format!("the request body cannot be serialized: {e}"),
+        ),
+    })?;
+    let mut tr = StreamTranslator::new();
+    tr.set_prompt_bytes(body.len());
+    tr.reserve_call_ids(
+        opts.messages
+            .iter()
+            .flat_map(|m| m.tool_calls().map(|(id, _, _)| id.as_str().to_owned())),
+    );
     let signal = opts.signal.clone();
     if signal.is_cancelled() {
         return Err(FinishReason::Aborted { failure: aborted() });
     }
-    let url = route.url("chat/completions");
-    tracing::debug!(route = %route.id, model = %opts.model, %url, "chat completion request");
-    let mut req = inner
+    let url = config.url("chat/completions");
+    tracing::debug!(route = %config.id, model = %opts.model, %url, "chat completion request");
+    let mut req = route
         .client
         .post(&url)
         .header(reqwest::header::ACCEPT, "text/event-stream")
-        .json(&body);
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
     if let Some(k) = &key {
         req = req.bearer_auth(k);
     }
-    let first_byte = Duration::from_millis(inner.timeouts.first_byte_ms);
-    let idle = Duration::from_millis(inner.timeouts.idle_ms);
+    let first_byte = Duration::from_millis(route.timeouts.first_byte_ms);
+    let idle = Duration::from_millis(route.timeouts.idle_ms);
     let resp = tokio::select! {
         biased;
         () = signal.cancelled() => return Err(FinishReason::Aborted { failure: aborted() }),
         r = tokio::time::timeout(first_byte, req.send()) => match r {
             Err(_) => return Err(FinishReason::Error { failure: LlmFailure::new(
                 codes::TIMEOUT,
-                format!("{}: no response within {} ms", route.id, first_byte.as_millis()),
+                format!(
+                    "{}: POST {url} timed out after {} ms waiting for the response headers \
+                     (first_byte_timeout_ms = {})",
+                    config.id,
+                    first_byte.as_millis(),
+                    first_byte.as_millis()
+                ),
             )}),
             Ok(Err(e)) => return Err(FinishReason::Error {
-                failure: transport_failure(&route.id, "request failed", &e),
+                failure: send_failure(route, &url, &e),
             }),
             Ok(Ok(resp)) => resp,
         },
@@ -251,6 +400,23 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
             .map(str::to_owned)
     };
     let request_id = header("x-request-id").or_else(|| header("request-id"));
+    if resp.status().is_redirection() {
+        let location = header("location").unwrap_or_default();
+        let target = reqwest::Url::parse(&url)
+            .and_then(|u| u.join(&location))
+            .map_or(location, |u| u.to_string());
+        let mut failure = LlmFailure::new(
+            codes::REDIRECT_REFUSED,
+            format!(
+                "{}: the provider redirected the request to another origin ({target}); dsh \
+                 does not follow it (HTTP {status})",
+                config.id
+            ),
+        )
+        .with_status(status);
+        failure.request_id = request_id;
+        return Err(FinishReason::Error { failure });
+    }
     if !resp.status().is_success() {
         let retry = header("retry-after-ms")
             .and_then(|v| v.trim().parse::<u64>().ok().filter(|n| *n > 0))
@@ -258,21 +424,21 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         let text = tokio::select! {
             biased;
             () = signal.cancelled() => return Err(FinishReason::Aborted { failure: aborted() }),
-            t = tokio::time::timeout(idle, resp.text()) => match t {
-                Ok(Ok(t)) => t,
+            t = tokio::time::timeout(idle, resp.bytes()) => match t {
+                Ok(Ok(t)) => String::from_utf8_lossy(&t).into_owned(),
                 _ => String::new(),
             },
         };
         let failure = http_failure(
-            &route.id,
+            &config.id,
             status,
             &text,
             retry,
             request_id,
-            route.api_key_env.as_deref(),
+            config.api_key_env.as_deref(),
             key.as_deref(),
         );
-        tracing::debug!(route = %route.id, status, code = %failure.code, "chat completion failed");
+        tracing::debug!(route = %config.id, status, code = %failure.code, "chat completion failed");
         return Err(FinishReason::Error { failure });
     }
     let is_json = resp
@@ -282,41 +448,76 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
     if is_json {
         // a server that ignored `stream:true`: one complete chat.completion body
-        let text = tokio::select! {
+        let bytes = tokio::select! {
             biased;
             () = signal.cancelled() => return Err(FinishReason::Aborted { failure: aborted() }),
-            t = tokio::time::timeout(idle, resp.text()) => match t {
+            t = tokio::time::timeout(idle, resp.bytes()) => match t {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => return Err(FinishReason::Error {
-                    failure: transport_failure(&route.id, "the response body failed", &e),
+                    failure: transport_failure(&config.id, "the response body failed", &e),
                 }),
-                Err(_) => return Err(FinishReason::Error { failure: LlmFailure::new(
-                    codes::TIMEOUT,
-                    format!("{}: no data from the provider for {} ms", route.id, idle.as_millis()),
-                )}),
+                Err(_) => return Err(FinishReason::Error {
+                    failure: idle_failure(&config.id, &url, idle),
+                }),
             },
         };
-        let mut tr = StreamTranslator::new();
+        let text = String::from_utf8_lossy(&bytes);
+        if matches!(text, std::borrow::Cow::Owned(_)) {
+            warn_invalid_utf8(&inner, opts.session_id.as_deref(), &config.id, &url);
+        }
         let mut out = Vec::new();
         tr.push_completion(&text, &mut out);
         return Ok(Started::Complete(out));
     }
     let activity = Arc::new(AtomicU64::new(0));
     let counter = activity.clone();
+    let utf8 = Arc::new(std::sync::Mutex::new(Utf8Repair::default()));
+    let repair = utf8.clone();
     let bytes = resp.bytes_stream().map(move |r| {
         counter.fetch_add(1, Ordering::Relaxed);
-        r
+        r.map(|b| repair.lock().unwrap_or_else(|e| e.into_inner()).push(b))
     });
+    let tail = utf8.clone();
+    let bytes = bytes.chain(futures::stream::iter(std::iter::from_fn(move || {
+        tail.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .finish()
+            .map(Ok::<bytes::Bytes, reqwest::Error>)
+    })));
     let events: SseEvents = Box::pin(sse_stream::SseStream::from_bytes_stream(bytes));
     Ok(Started::Stream(Box::new(Streaming {
         events,
         activity,
-        tr: StreamTranslator::new(),
+        tr,
         signal,
         idle,
-        route: route.id.clone(),
+        route: config.id.clone(),
+        url,
         request_id,
+        utf8,
+        warned_utf8: false,
+        session_id: opts.session_id.clone(),
+        inner: inner.clone(),
     })))
+}
+
+/// The one warning (and notice) per response that carried invalid UTF-8 (replaced by U+FFFD).
+fn warn_invalid_utf8(inner: &Inner, session_id: Option<&str>, route: &str, url: &str) {
+    tracing::warn!(
+        target: "dsh_llm_deepseek",
+        route,
+        url,
+        "the provider sent invalid UTF-8; it was replaced by U+FFFD"
+    );
+    if let Some(f) = inner.notices.get() {
+        f(ProviderNotice {
+            session_id: session_id.map(str::to_owned),
+            route: route.to_owned(),
+            message: format!(
+                "{route}: the provider sent invalid UTF-8; each bad sequence is shown as U+FFFD"
+            ),
+        });
+    }
 }
 
 /// Waits for the next SSE event under the idle watchdog (any received bytes, including
@@ -366,14 +567,7 @@ impl Run {
                     match ev {
                         None => s.tr.finish_with(aborted(), true, &mut out),
                         Some(Err(())) => s.tr.finish_with(
-                            LlmFailure::new(
-                                codes::TIMEOUT,
-                                format!(
-                                    "{}: no data from the provider for {} ms",
-                                    s.route,
-                                    s.idle.as_millis()
-                                ),
-                            ),
+                            idle_failure(&s.route, &s.url, s.idle),
                             false,
                             &mut out,
                         ),
@@ -381,7 +575,10 @@ impl Run {
                         Some(Ok(Some(Err(e)))) => s.tr.finish_with(
                             LlmFailure::new(
                                 codes::TRANSPORT,
-                                format!("{}: the response body failed: {e}", s.route),
+                                format!(
+                                    "{}: POST {}: the response body failed: {e}",
+                                    s.route, s.url
+                                ),
                             ),
                             false,
                             &mut out,
@@ -391,6 +588,12 @@ impl Run {
                                 let _: Progress = s.tr.push_data(data, &mut out);
                             }
                         }
+                    }
+                    if !s.warned_utf8
+                        && s.utf8.lock().unwrap_or_else(|e| e.into_inner()).replaced() > 0
+                    {
+                        s.warned_utf8 = true;
+                        warn_invalid_utf8(&s.inner, s.session_id.as_deref(), &s.route, &s.url);
                     }
                     let rid = s.request_id.clone();
                     for mut c in out {
@@ -454,6 +657,10 @@ impl LlmAdapter for DeepSeekAdapter {
     ) -> BoxFuture<'static, Result<Vec<ModelInfo>, LlmFailure>> {
         let inner = self.inner.clone();
         let route = self.route(provider).cloned();
+        let found = self
+            .inner
+            .find(provider)
+            .map(|r| (r.client.clone(), r.timeouts));
         let provider = provider.to_owned();
         Box::pin(async move {
             let route = route.ok_or_else(|| {
@@ -471,11 +678,17 @@ impl LlmAdapter for DeepSeekAdapter {
                 ),
                 None => None,
             };
-            let mut req = inner.client.get(route.url("models"));
+            let (client, timeouts) = found.ok_or_else(|| {
+                LlmFailure::new(
+                    codes::NO_ADAPTER,
+                    format!("no dsh-llm-deepseek route answers to {provider:?}"),
+                )
+            })?;
+            let mut req = client.get(route.url("models"));
             if let Some(k) = &key {
                 req = req.bearer_auth(k);
             }
-            let timeout = Duration::from_millis(inner.timeouts.first_byte_ms);
+            let timeout = Duration::from_millis(timeouts.first_byte_ms);
             let resp = tokio::time::timeout(timeout, req.send())
                 .await
                 .map_err(|_| LlmFailure::new(codes::TIMEOUT, "model list request timed out"))?

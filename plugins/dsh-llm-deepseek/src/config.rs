@@ -10,6 +10,8 @@ use std::sync::Arc;
 use dsh_llm::ModelInfo;
 use serde::{Deserialize, Serialize};
 
+use crate::errors::DeepSeekError;
+
 /// Route id of the official DeepSeek endpoint.
 pub const DEEPSEEK_ROUTE: &str = "deepseek";
 /// Alias the official route also answers to (the upstream provider id in session logs).
@@ -53,7 +55,8 @@ impl DeepSeekSettings {
     }
 }
 
-/// The official route's overridable fields. JSON: `{"enabled","base_url","api_key_env"}`.
+/// The official route's overridable fields.
+/// JSON: `{"enabled","base_url","api_key_env","timeouts"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OfficialRoute {
@@ -63,6 +66,8 @@ pub struct OfficialRoute {
     pub base_url: String,
     /// Env var holding the key (default `DEEPSEEK_API_KEY`).
     pub api_key_env: String,
+    /// Per-route timeout overrides (unset fields use [`DeepSeekSettings::timeouts`]).
+    pub timeouts: RouteTimeouts,
 }
 
 impl Default for OfficialRoute {
@@ -71,6 +76,7 @@ impl Default for OfficialRoute {
             enabled: true,
             base_url: DEEPSEEK_BASE_URL.to_owned(),
             api_key_env: DEEPSEEK_KEY_ENV.to_owned(),
+            timeouts: RouteTimeouts::default(),
         }
     }
 }
@@ -87,13 +93,15 @@ impl OfficialRoute {
             api_key_env: Some(self.api_key_env.clone()),
             models: deepseek_catalog(),
             quirks: Quirks::deepseek(),
+            timeouts: self.timeouts,
         }
     }
 }
 
 /// One OpenAI-compatible route.
 ///
-/// JSON: `{"id","aliases"?,"display_name"?,"base_url","api_key_env"?,"models"?,"quirks"?}`.
+/// JSON: `{"id","aliases"?,"display_name"?,"base_url","api_key_env"?,"models"?,"quirks"?,
+/// "timeouts"?}`.
 /// `base_url` is the prefix before `/chat/completions` (include `/v1` when the server wants it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,6 +125,9 @@ pub struct RouteConfig {
     /// Wire quirks.
     #[serde(default)]
     pub quirks: Quirks,
+    /// Per-route timeout overrides (unset fields use [`DeepSeekSettings::timeouts`]).
+    #[serde(default)]
+    pub timeouts: RouteTimeouts,
 }
 
 impl RouteConfig {
@@ -130,6 +141,7 @@ impl RouteConfig {
             api_key_env: None,
             models: Vec::new(),
             quirks: Quirks::default(),
+            timeouts: RouteTimeouts::default(),
         }
     }
 
@@ -147,6 +159,30 @@ impl RouteConfig {
     pub fn url(&self, path: &str) -> String {
         format!("{}/{}", self.base_url.trim_end_matches('/'), path)
     }
+
+    /// Checks that `base_url` is an absolute `http://` or `https://` URL with a host, so a
+    /// typo is a configuration error at start-up instead of a transport failure per request.
+    ///
+    /// # Errors
+    /// [`DeepSeekError::InvalidBaseUrl`] naming the route, the URL and what is wrong.
+    pub fn validate_base_url(&self) -> Result<(), DeepSeekError> {
+        let bad = |reason: String| DeepSeekError::InvalidBaseUrl {
+            route: self.id.clone(),
+            url: self.base_url.clone(),
+            reason,
+        };
+        let url = reqwest::Url::parse(self.base_url.trim()).map_err(|e| bad(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad(format!(
+                "the scheme is {:?}; expected http or https",
+                url.scheme()
+            )));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(bad("it has no host".to_owned()));
+        }
+        Ok(())
+    }
 }
 
 /// Per-route wire quirks. JSON (snake_case, all defaulted): see the fields.
@@ -155,8 +191,10 @@ impl RouteConfig {
 pub struct Quirks {
     /// Send the system prompt with role `system` (default true); false ⇒ role `developer`.
     pub no_developer_role: bool,
-    /// Never send `reasoning_content` (endpoints that reject it in input).
-    pub omit_reasoning_content: bool,
+    /// Replay recorded reasoning as `reasoning_content` on assistant tool-call messages
+    /// (default false: generic OpenAI-compatible servers do not take it; true on the DeepSeek
+    /// route, whose thinking mode needs it back). See docs/upstream/deepseek.md (BC-04).
+    pub send_reasoning_content: bool,
     /// Send `reasoning_content: ""` on an assistant tool-call message that has no recorded
     /// reasoning (DeepSeek thinking mode answers 400 without it).
     pub empty_reasoning_for_tool_calls: bool,
@@ -171,7 +209,7 @@ impl Default for Quirks {
     fn default() -> Self {
         Self {
             no_developer_role: true,
-            omit_reasoning_content: false,
+            send_reasoning_content: false,
             empty_reasoning_for_tool_calls: false,
             deepseek_thinking: false,
             include_usage: true,
@@ -183,6 +221,7 @@ impl Quirks {
     /// The official DeepSeek endpoint's quirks.
     pub fn deepseek() -> Self {
         Self {
+            send_reasoning_content: true,
             empty_reasoning_for_tool_calls: true,
             deepseek_thinking: true,
             ..Self::default()
@@ -210,10 +249,33 @@ pub struct ProviderSettings {
     pub models: Vec<ModelSpec>,
     /// Human name.
     pub display_name: Option<String>,
-    /// The server rejects `reasoning_content` on replayed assistant messages.
+    /// Send recorded reasoning back as `reasoning_content` on assistant tool-call messages
+    /// (default false for a new route, true for `deepseek`): for gateways in front of a
+    /// DeepSeek-style thinking model that needs it back.
+    pub send_reasoning_content: Option<bool>,
+    /// Deprecated: `true` is the default now (a new route never receives `reasoning_content`
+    /// unless `send_reasoning_content = true`); `true` here overrides that.
     pub omit_reasoning_content: Option<bool>,
     /// Register the route at all (default true; `false` on `deepseek` drops the built-in route).
     pub enabled: Option<bool>,
+    /// TCP/TLS connect timeout in milliseconds (default 10,000).
+    pub connect_timeout_ms: Option<u64>,
+    /// From sending the request to the response headers, in milliseconds (default 180,000).
+    pub first_byte_timeout_ms: Option<u64>,
+    /// Longest silence while the body streams, in milliseconds (default 300,000); SSE
+    /// keep-alive comments count as data.
+    pub stream_idle_timeout_ms: Option<u64>,
+}
+
+impl ProviderSettings {
+    /// This table's timeout keys as route overrides.
+    pub fn timeouts(&self) -> RouteTimeouts {
+        RouteTimeouts {
+            connect_ms: self.connect_timeout_ms,
+            first_byte_ms: self.first_byte_timeout_ms,
+            idle_ms: self.stream_idle_timeout_ms,
+        }
+    }
 }
 
 /// A model as listed under `[providers.<id>] models`: an id or a full catalog entry.
@@ -261,6 +323,7 @@ impl ProviderTable {
                 if let Some(enabled) = p.enabled {
                     settings.official.enabled = enabled;
                 }
+                settings.official.timeouts = p.timeouts();
                 continue;
             }
             if p.enabled == Some(false) {
@@ -271,9 +334,9 @@ impl ProviderTable {
             route.display_name.clone_from(&p.display_name);
             route.api_key_env.clone_from(&p.api_key_env);
             route.models = p.models.iter().map(ModelSpec::entry).collect();
-            if p.omit_reasoning_content == Some(true) {
-                route.quirks.omit_reasoning_content = true;
-            }
+            route.quirks.send_reasoning_content =
+                p.send_reasoning_content == Some(true) && p.omit_reasoning_content != Some(true);
+            route.timeouts = p.timeouts();
             settings.routes.push(route);
         }
         settings
@@ -331,25 +394,52 @@ pub fn deepseek_catalog() -> Vec<ModelEntry> {
 }
 
 /// Timeouts in milliseconds. JSON: `{"connect_ms","first_byte_ms","idle_ms"}`.
+///
+/// The defaults every route starts from (see docs/upstream/deepseek.md, Timeouts): connect
+/// 10 s, first byte (the response headers) 180 s, stream idle 300 s. An elapsed timeout is the
+/// retryable failure `TIMEOUT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Timeouts {
-    /// TCP/TLS connect (default 30,000 ms).
+    /// TCP/TLS connect (default 10,000 ms).
     pub connect_ms: u64,
-    /// From sending the request to the response headers (default 600,000 ms: DeepSeek queues
-    /// up to 10 minutes).
+    /// From sending the request to the response headers (default 180,000 ms).
     pub first_byte_ms: u64,
-    /// Idle watchdog between body reads (default 300,000 ms = 5 min); keep-alive comments count
-    /// as activity.
+    /// Idle watchdog between body reads (default 300,000 ms = 5 min); received bytes of any
+    /// kind, SSE keep-alive comments included, count as activity.
     pub idle_ms: u64,
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
-            connect_ms: 30_000,
-            first_byte_ms: 600_000,
+            connect_ms: 10_000,
+            first_byte_ms: 180_000,
             idle_ms: 300_000,
+        }
+    }
+}
+
+/// One route's timeout overrides in milliseconds; `None` keeps the adapter-wide default
+/// ([`DeepSeekSettings::timeouts`]). JSON: `{"connect_ms"?,"first_byte_ms"?,"idle_ms"?}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouteTimeouts {
+    /// Connect timeout override (ms).
+    pub connect_ms: Option<u64>,
+    /// First-byte timeout override (ms).
+    pub first_byte_ms: Option<u64>,
+    /// Stream-idle timeout override (ms).
+    pub idle_ms: Option<u64>,
+}
+
+impl RouteTimeouts {
+    /// The timeouts in force: each override, else the field of `defaults`.
+    pub fn resolve(&self, defaults: Timeouts) -> Timeouts {
+        Timeouts {
+            connect_ms: self.connect_ms.unwrap_or(defaults.connect_ms),
+            first_byte_ms: self.first_byte_ms.unwrap_or(defaults.first_byte_ms),
+            idle_ms: self.idle_ms.unwrap_or(defaults.idle_ms),
         }
     }
 }

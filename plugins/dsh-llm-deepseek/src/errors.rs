@@ -15,6 +15,24 @@ pub enum DeepSeekError {
     #[error("invalid dsh-llm-deepseek settings: {0}")]
     #[code("INVALID_SETTINGS")]
     InvalidSettings(String),
+    /// A route's `base_url` is not an absolute `http://` / `https://` URL with a host (from
+    /// `[providers.<id>] base_url` or, for `deepseek`, `DEEPSEEK_BASE_URL`). A configuration
+    /// error (exit 2 in `dsh`). Code `INVALID_BASE_URL`.
+    #[error(
+        "provider route {route:?} has an invalid base_url {url:?}: {reason} (set it with \
+         [providers.{route}] base_url{env}; it is the part before /chat/completions, e.g. \
+         https://api.deepseek.com or http://127.0.0.1:8080/v1)",
+        env = if route == crate::DEEPSEEK_ROUTE { " or DEEPSEEK_BASE_URL" } else { "" }
+    )]
+    #[code("INVALID_BASE_URL")]
+    InvalidBaseUrl {
+        /// The route id.
+        route: String,
+        /// The URL as configured.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The HTTP client could not be built. Code `HTTP_CLIENT`.
     #[error("cannot build the HTTP client: {0}")]
     #[code("HTTP_CLIENT")]
@@ -54,15 +72,27 @@ pub fn is_context_overflow(s: &str) -> bool {
     .any(|w| s.contains(w))
 }
 
-/// Parses a `Retry-After` value given in seconds (integer or decimal) to milliseconds (> 0).
-/// HTTP-date values are not supported (⇒ `None`).
-pub fn retry_after_ms(value: &str) -> Option<u64> {
-    let secs: f64 = value.trim().parse().ok()?;
-    if !secs.is_finite() || secs <= 0.0 {
-        return None;
-    }
-    let ms = (secs * 1000.0).ceil();
+/// Parses a `Retry-After` value to milliseconds (> 0): delay-seconds (integer or decimal, as
+/// RFC 9110 §10.2.3 and some providers send them) or an HTTP-date, taken relative to `now`
+/// (a date not in the future ⇒ `None`, the local backoff applies). Anything else ⇒ `None`.
+pub fn retry_after_ms_at(value: &str, now: std::time::SystemTime) -> Option<u64> {
+    let value = value.trim();
+    let ms = if let Ok(secs) = value.parse::<f64>() {
+        if !secs.is_finite() || secs <= 0.0 {
+            return None;
+        }
+        (secs * 1000.0).ceil()
+    } else {
+        let at = httpdate::parse_http_date(value).ok()?;
+        let wait = at.duration_since(now).ok()?;
+        (wait.as_secs_f64() * 1000.0).ceil()
+    };
     (1.0..1e15).contains(&ms).then_some(ms as u64)
+}
+
+/// [`retry_after_ms_at`] relative to the system clock.
+pub fn retry_after_ms(value: &str) -> Option<u64> {
+    retry_after_ms_at(value, std::time::SystemTime::now())
 }
 
 /// Maps a non-2xx response to a failure. Order: 401/403 ⇒ `AUTH`; 402 or quota/balance wording
@@ -109,6 +139,7 @@ pub fn http_failure(
     }
     let all = format!("{msg} {kind} {code}");
     let c = match status {
+        300..=399 => codes::REDIRECT_REFUSED.to_owned(),
         401 | 403 => codes::AUTH.to_owned(),
         402 => codes::QUOTA.to_owned(),
         _ if (400..500).contains(&status) && is_quota_wording(&all) => codes::QUOTA.to_owned(),

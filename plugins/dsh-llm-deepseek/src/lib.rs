@@ -22,17 +22,21 @@ mod errors;
 mod parse;
 mod plugin;
 mod request;
+mod utf8;
 
-pub use adapter::{DeepSeekAdapter, USER_AGENT, parse_model_list};
+pub use adapter::{DeepSeekAdapter, NoticeFn, ProviderNotice, USER_AGENT, parse_model_list};
 pub use config::{
     CredentialSource, DEEPSEEK_BASE_URL, DEEPSEEK_KEY_ENV, DEEPSEEK_OFFICIAL_ALIAS, DEEPSEEK_ROUTE,
     DeepSeekSettings, EnvCredentials, ModelEntry, ModelSpec, OfficialRoute, ProviderSettings,
-    ProviderTable, Quirks, RouteConfig, StaticCredentials, Timeouts, deepseek_catalog,
+    ProviderTable, Quirks, RouteConfig, RouteTimeouts, StaticCredentials, Timeouts,
+    deepseek_catalog,
 };
-pub use errors::{DeepSeekError, http_failure, is_context_overflow, retry_after_ms};
+pub use errors::{
+    DeepSeekError, http_failure, is_context_overflow, retry_after_ms, retry_after_ms_at,
+};
 pub use parse::{
-    CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, translate_sse_bytes,
-    try_again_hint_ms,
+    CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, estimate_tokens,
+    translate_sse_bytes, try_again_hint_ms,
 };
-pub use plugin::{PLUGIN, PLUGIN_ID};
+pub use plugin::{LlmProviderNotice, PLUGIN, PLUGIN_ID};
 pub use request::{Thinking, build_body, thinking_for};

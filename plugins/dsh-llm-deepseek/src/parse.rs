@@ -178,6 +178,7 @@ impl WireUsage {
                 .completion_tokens_details
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens),
+            estimated: false,
         }
     }
 }
@@ -188,6 +189,8 @@ enum Slot {
     Reasoning(String),
     Call {
         id: String,
+        /// The provider's id for the call, when it sent one (fragments are routed by it).
+        wire_id: Option<String>,
         synthesized: bool,
         wire_index: u32,
         name: String,
@@ -219,6 +222,10 @@ pub enum Progress {
 /// (stream `error` object, malformed JSON, EOF without a terminal signal, timeouts, transport)
 /// emit no `block-end`s — partial blocks stay open, so consumers see them only as interrupted —
 /// but still emit the usage seen so far before the `finish`.
+///
+/// Two dsh additions (docs/upstream/deepseek.md, Estimated usage; Tool-call ids): after
+/// [`StreamTranslator::set_prompt_bytes`], a completed response without a wire `usage` gets an
+/// estimated one; and a call's id is never one of [`StreamTranslator::reserve_call_ids`].
 #[derive(Debug, Default)]
 pub struct StreamTranslator {
     slots: Vec<Slot>,
@@ -229,12 +236,41 @@ pub struct StreamTranslator {
     finish_reason: Option<String>,
     ended: bool,
     after_done: usize,
+    /// Request body size (bytes) when usage estimation is on.
+    prompt_bytes: Option<usize>,
+    /// Call ids already used in the session's history.
+    taken: std::collections::HashSet<String>,
+}
+
+/// A token estimate for `bytes` bytes of text: `ceil(bytes / 4)`.
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+/// A fresh synthesized call id: `call_dsh_` and a v4 UUID's 32 hex digits (unique in any
+/// session, whatever the provider repeats).
+fn fresh_call_id() -> String {
+    format!("call_dsh_{}", uuid::Uuid::new_v4().simple())
 }
 
 impl StreamTranslator {
     /// A fresh translator.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns usage estimation on: when the response completes without a wire `usage`, a `usage`
+    /// chunk is emitted with `estimated: true`, input tokens [`estimate_tokens`] of
+    /// `prompt_bytes` (the request body) and output tokens [`estimate_tokens`] of the answer's
+    /// text, reasoning, tool names and arguments.
+    pub fn set_prompt_bytes(&mut self, prompt_bytes: usize) {
+        self.prompt_bytes = Some(prompt_bytes);
+    }
+
+    /// Call ids of the history the request carried: a wire id equal to one of them (a gateway
+    /// that restarts its numbering every response) is replaced by a fresh synthesized id.
+    pub fn reserve_call_ids(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.taken.extend(ids);
     }
 
     /// Whether a terminal chunk has been produced.
@@ -408,7 +444,8 @@ impl StreamTranslator {
     /// Routes a tool-call fragment: a non-empty id seen before ⇒ that call; a new non-empty id ⇒
     /// adopts the latest call on the same wire index that only has a synthesized id, else a new
     /// call; no id ⇒ the latest call on the same wire index, else a new call with a synthesized
-    /// id. Empty `id`/`name` strings count as absent (BC-02).
+    /// id. Empty `id`/`name` strings count as absent (BC-02). A wire id the history already
+    /// used is kept for routing but the call gets a fresh synthesized id.
     fn tool_call(&mut self, tc: WireToolCall<'_>, out: &mut Vec<StreamChunk>) {
         let wire_index = tc.index.unwrap_or(0);
         let id = tc.id.filter(|s| !s.is_empty());
@@ -422,9 +459,9 @@ impl StreamTranslator {
             .rposition(|s| matches!(s, Slot::Call { wire_index: w, .. } if *w == wire_index));
         let target = match &id {
             Some(id) => {
-                let by_id = self.slots.iter().position(
-                    |s| matches!(s, Slot::Call { id: sid, synthesized: false, .. } if sid == id),
-                );
+                let by_id = self.slots.iter().position(|s| {
+                    matches!(s, Slot::Call { wire_id: Some(w), .. } if w.as_str() == id.as_ref())
+                });
                 match by_id {
                     Some(i) => Some(i),
                     None => match latest_on_index {
@@ -437,14 +474,19 @@ impl StreamTranslator {
                                 }
                             ) =>
                         {
+                            let usable = !self.taken.contains(id.as_ref());
                             if let Slot::Call {
                                 id: sid,
+                                wire_id,
                                 synthesized,
                                 ..
                             } = &mut self.slots[i]
                             {
-                                *sid = id.to_string();
-                                *synthesized = false;
+                                *wire_id = Some(id.to_string());
+                                if usable {
+                                    *sid = id.to_string();
+                                    *synthesized = false;
+                                }
                             }
                             Some(i)
                         }
@@ -457,20 +499,15 @@ impl StreamTranslator {
         let (index, is_new) = match target {
             Some(i) => (i, false),
             None => {
-                let n = self.slots.len();
                 let (sid, synthesized) = match &id {
-                    Some(id) => (id.to_string(), false),
-                    None => (
-                        match &self.response_id {
-                            Some(r) => format!("{r}-call-{n}"),
-                            None => format!("call_dsh_{}", uuid::Uuid::new_v4().simple()),
-                        },
-                        true,
-                    ),
+                    Some(id) if !self.taken.contains(id.as_ref()) => (id.to_string(), false),
+                    Some(_) => (fresh_call_id(), false),
+                    None => (fresh_call_id(), true),
                 };
                 let i = self.open(
                     Slot::Call {
                         id: sid,
+                        wire_id: id.as_ref().map(|w| w.to_string()),
                         synthesized,
                         wire_index,
                         name: String::new(),
@@ -570,15 +607,21 @@ impl StreamTranslator {
         self.ended = true;
         let mut has_text = false;
         let mut has_call = false;
+        let mut answer_bytes = 0;
         for (i, slot) in self.slots.drain(..).enumerate() {
             let block = match slot {
                 Slot::Text(t) => {
                     has_text |= !t.trim().is_empty();
+                    answer_bytes += t.len();
                     ContentBlock::Text { text: t }
                 }
-                Slot::Reasoning(t) => ContentBlock::Reasoning { text: t },
+                Slot::Reasoning(t) => {
+                    answer_bytes += t.len();
+                    ContentBlock::Reasoning { text: t }
+                }
                 Slot::Call { id, name, args, .. } => {
                     has_call = true;
+                    answer_bytes += name.len() + args.len();
                     ContentBlock::ToolCall {
                         id: CallId::new(id),
                         name,
@@ -594,6 +637,15 @@ impl StreamTranslator {
         if let Some(u) = &self.usage {
             out.push(StreamChunk::Usage {
                 usage: u.to_usage(),
+            });
+        } else if let Some(prompt) = self.prompt_bytes {
+            out.push(StreamChunk::Usage {
+                usage: TokenUsage {
+                    input_tokens: estimate_tokens(prompt),
+                    output_tokens: estimate_tokens(answer_bytes),
+                    estimated: true,
+                    ..TokenUsage::default()
+                },
             });
         }
         let reason = match wire_reason {

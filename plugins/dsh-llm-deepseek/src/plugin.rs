@@ -10,7 +10,7 @@ use std::sync::Arc;
 use dsh_kernel::Context;
 use dsh_llm::LlmService;
 
-use crate::adapter::DeepSeekAdapter;
+use crate::adapter::{DeepSeekAdapter, ProviderNotice};
 use crate::config::ProviderTable;
 
 /// This plugin's id and settings-section name.
@@ -23,12 +23,20 @@ fn apply(ctx: &Context) -> Result<(), dsh_kernel::BoxError> {
     let table: ProviderTable = ctx.settings_section(PLUGIN_ID)?;
     let settings = table.to_settings(std::env::var("DEEPSEEK_BASE_URL").ok());
     let adapter = Arc::new(DeepSeekAdapter::new(settings)?);
+    let notices = ctx.clone();
+    adapter.set_notices(Arc::new(move |n| notices.emit::<LlmProviderNotice>(&n)));
     let llm = ctx.require::<LlmService>()?;
     let _routes = llm
         .register_adapter_in(ctx, adapter.provider_ids(), adapter.clone())?
         .detach();
     ctx.provide(adapter)?.detach();
     Ok(())
+}
+
+dsh_kernel::event! {
+    /// `llm/provider-notice` (emit): something about a running call the user should see (the
+    /// provider sent invalid UTF-8). Not logged; `dsh` prints it on stderr.
+    pub struct LlmProviderNotice: emit("llm/provider-notice") => ProviderNotice;
 }
 
 dsh_kernel::plugin! {

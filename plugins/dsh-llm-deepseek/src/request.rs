@@ -56,11 +56,25 @@ fn result_text(blocks: &[ContentBlock]) -> Result<String, LlmFailure> {
     Ok(parts.join("\n"))
 }
 
-/// Serializes one history message into zero or more wire messages, appending to `out`.
+/// Ids of the history's tool calls without a usable name (empty or blank): they ran as error
+/// results and are not replayed, neither the call nor its result (a nameless function call is
+/// a request most servers refuse, in every later request).
+fn nameless_calls(messages: &[std::sync::Arc<Message>]) -> std::collections::HashSet<&str> {
+    messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .filter(|(_, name, _)| name.trim().is_empty())
+        .map(|(id, _, _)| id.as_str())
+        .collect()
+}
+
+/// Serializes one history message into zero or more wire messages, appending to `out`; calls
+/// and results whose id is in `skip` are left out.
 fn push_message(
     route: &RouteConfig,
     thinking_on: bool,
     m: &Message,
+    skip: &std::collections::HashSet<&str>,
     out: &mut Vec<Value>,
 ) -> Result<(), LlmFailure> {
     match m.role {
@@ -73,6 +87,8 @@ fn push_message(
             for b in &m.content {
                 match b {
                     ContentBlock::Text { text } => texts.push(text.as_str()),
+                    ContentBlock::ToolResult { tool_call_id, .. }
+                        if skip.contains(tool_call_id.as_str()) => {}
                     ContentBlock::ToolResult {
                         tool_call_id,
                         content,
@@ -102,6 +118,7 @@ fn push_message(
                     ContentBlock::Reasoning { text: t } => {
                         reasoning.get_or_insert_with(String::new).push_str(t);
                     }
+                    ContentBlock::ToolCall { id, .. } if skip.contains(id.as_str()) => {}
                     ContentBlock::ToolCall {
                         id,
                         name,
@@ -114,6 +131,10 @@ fn push_message(
                     _ => {}
                 }
             }
+            if calls.is_empty() && text.is_empty() && m.tool_calls().next().is_some() {
+                // only nameless calls: nothing left to replay
+                return Ok(());
+            }
             let mut msg = Map::new();
             msg.insert("role".into(), json!("assistant"));
             if calls.is_empty() {
@@ -125,7 +146,7 @@ fn push_message(
                     Value::String(text)
                 };
                 msg.insert("content".into(), content);
-                if !route.quirks.omit_reasoning_content {
+                if route.quirks.send_reasoning_content {
                     match reasoning {
                         Some(r) => {
                             msg.insert("reasoning_content".into(), Value::String(r));
@@ -161,9 +182,10 @@ fn system_role(route: &RouteConfig) -> &'static str {
 /// `{"role":"tool","tool_call_id","content"}`; assistant ⇒ `content` (text or, with tool calls
 /// and no text, `null`), `reasoning_content` only on tool-call messages (recorded reasoning
 /// verbatim; `""` when none was recorded and the route has
-/// [`crate::Quirks::empty_reasoning_for_tool_calls`] while thinking is on; never with
-/// [`crate::Quirks::omit_reasoning_content`]), `tool_calls` with `type:"function"` and the raw
-/// argument text. Temperature is omitted while DeepSeek thinking is enabled (it is ignored
+/// [`crate::Quirks::empty_reasoning_for_tool_calls`] while thinking is on; only on routes with
+/// [`crate::Quirks::send_reasoning_content`]), `tool_calls` with `type:"function"` and the raw
+/// argument text. A tool call without a name (empty or blank) and its result are never sent; an
+/// assistant message left with neither text nor calls is dropped. Temperature is omitted while DeepSeek thinking is enabled (it is ignored
 /// there).
 ///
 /// # Errors
@@ -178,8 +200,9 @@ pub fn build_body(route: &RouteConfig, opts: &GenerateOptions) -> Result<Value, 
     if let Some(system) = opts.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({"role": system_role(route), "content": system}));
     }
+    let skip = nameless_calls(&opts.messages);
     for m in &opts.messages {
-        push_message(route, thinking_on, m, &mut messages)?;
+        push_message(route, thinking_on, m, &skip, &mut messages)?;
     }
     let mut body = Map::new();
     body.insert("model".into(), json!(opts.model));

@@ -1,5 +1,6 @@
 //! The two log-only event types: the `llm/retry` and `llm/retry-started` payloads and their
-//! declaration in an event-type registry.
+//! declaration in an event-type registry; and the kernel emit event [`LlmRetryNotice`] that
+//! tells a front end what the plugin decided (not logged).
 
 use dsh_llm::LlmFailure;
 use dsh_session::{EventTypeDecl, EventTypeRegistry};
@@ -70,4 +71,49 @@ pub fn register_event_types(registry: &EventTypeRegistry) -> Result<(), RetryErr
         }),
     )?;
     Ok(())
+}
+
+/// What [`LlmRetryNotice`] announces.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetryNoticeKind {
+    /// A retry is scheduled (its `llm/retry` record is logged): retry number `retry` (1-based)
+    /// of at most `of` (normal mode; `None` in always mode), after `delay_ms` milliseconds;
+    /// `from_provider` when the wait is the provider's (`Retry-After`).
+    Retrying {
+        /// Retry number (1-based).
+        retry: u64,
+        /// The most retries this failure gets (normal mode).
+        of: Option<u64>,
+        /// The wait (ms).
+        delay_ms: f64,
+        /// The wait is the provider's.
+        from_provider: bool,
+    },
+    /// Not retried: the provider asked to wait `asked_ms`, more than `ceiling_ms`
+    /// (`max_retry_wait_ms`); the request's failure ends the turn.
+    WaitTooLong {
+        /// The provider's wait (ms).
+        asked_ms: u64,
+        /// The configured ceiling (ms).
+        ceiling_ms: u64,
+    },
+}
+
+/// Payload of [`LlmRetryNotice`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    /// The agent's session id.
+    pub session_id: String,
+    /// The provider route.
+    pub provider: String,
+    /// The failure the decision is about.
+    pub failure: LlmFailure,
+    /// The decision.
+    pub kind: RetryNoticeKind,
+}
+
+dsh_kernel::event! {
+    /// `llm/retry-notice` (emit, to the agent's scope key): the plugin scheduled a retry or
+    /// refused a provider wait above the ceiling. Observers only; nothing is logged by it.
+    pub struct LlmRetryNotice: emit("llm/retry-notice") => RetryNotice;
 }

@@ -8,7 +8,9 @@
 //! re-streams within the same turn and step.
 //!
 //! See docs/upstream/retry.md and docs/upstream/agent-loop.md (Step algorithm, 6). Settings:
-//! section `dsh-llm-retry` ([`RetrySettings`]).
+//! section `dsh-llm-retry` ([`RetrySettings`], alias `[agent]`). Every decision to retry, and
+//! every provider wait refused for exceeding `max_retry_wait_ms`, is also announced with the
+//! kernel emit event [`LlmRetryNotice`] (not logged), which `dsh` prints as one stderr line.
 
 mod error;
 mod events;
@@ -18,10 +20,12 @@ mod recover;
 
 pub use error::RetryError;
 pub use events::{LlmRetryData, LlmRetryStartedData, register_event_types};
+pub use events::{LlmRetryNotice, RetryNotice, RetryNoticeKind};
 pub use plugin::install;
 pub use policy::{
-    BackoffConfig, MAX_TIMER_DELAY_MS, ModeConfig, ResolvedSettings, RetryPolicyConfig,
-    RetrySettings, js_number, local_delay_ms, policy_key, resolve_retry_policy,
+    BackoffConfig, DEFAULT_MAX_RETRY_WAIT_MS, DEFAULT_MAX_TIMEOUT_RETRIES, MAX_TIMER_DELAY_MS,
+    ModeConfig, ResolvedSettings, RetryPolicyConfig, RetrySettings, js_number, local_delay_ms,
+    policy_key, resolve_retry_policy,
 };
 pub use recover::{RandomFn, RetryExecutor, default_random};
 
@@ -35,5 +39,7 @@ pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
 dsh_kernel::plugin! {
     after = [dsh_session::PLUGIN, dsh_agent::PLUGIN],
     settings = RetrySettings,
+    // `[agent] max_retry_wait_ms` (and the other keys of this section) are agent-level limits.
+    aliases = ["agent"],
     start = plugin::apply,
 }

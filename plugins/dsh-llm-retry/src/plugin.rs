@@ -13,7 +13,8 @@ use crate::{
 
 /// Installs the `agent/request-error` listener through `ctx` with resolved settings and a
 /// jitter source (tests inject a constant). The listener is untagged (it serves every agent);
-/// disposing `ctx` cancels pending waits, which then return no decision.
+/// disposing `ctx` cancels pending waits, which then return no decision. Decisions are
+/// announced as [`crate::LlmRetryNotice`] through `ctx`.
 ///
 /// # Errors
 /// [`RetryError::Kernel`] when `ctx` is inactive.
@@ -22,7 +23,9 @@ pub fn install(
     settings: ResolvedSettings,
     random: RandomFn,
 ) -> Result<Registration, RetryError> {
-    let exec = Arc::new(RetryExecutor::new(settings, random, ctx.cancellation()));
+    let exec = Arc::new(
+        RetryExecutor::new(settings, random, ctx.cancellation()).with_notices(ctx.clone()),
+    );
     let reg = ctx.on_waterfall::<AgentRequestError, _, _>(move |p, next| {
         let exec = exec.clone();
         async move { exec.recover(p, next).await }

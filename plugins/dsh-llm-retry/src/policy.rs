@@ -63,10 +63,18 @@ pub struct RetryPolicyConfig {
     pub backoff: BackoffConfig,
 }
 
+/// The default ceiling on a provider-requested wait (`Retry-After`), in milliseconds (2 min).
+pub const DEFAULT_MAX_RETRY_WAIT_MS: u64 = 120_000;
+
+/// The default number of retries of a timed-out request (`TIMEOUT`) per step.
+pub const DEFAULT_MAX_TIMEOUT_RETRIES: u64 = 2;
+
 /// The `dsh-llm-retry` settings section: the default policy's fields at top level plus
-/// per-provider overrides.
+/// per-provider overrides, and two limits of this plugin (also settable under `[agent]`, an
+/// alias of this section).
 ///
-/// JSON: `{"mode"?,"max_retries"?,"retryable_codes"?,"backoff"?,"providers"?:{"<route>":{…}}}`.
+/// JSON: `{"mode"?,"max_retries"?,"retryable_codes"?,"backoff"?,"providers"?:{"<route>":{…}},
+/// "max_retry_wait_ms"?,"max_timeout_retries"?}`.
 ///
 /// Policy precedence for one failed request: the policy carried by the `agent/request-error`
 /// payload (adapter-owned, as upstream) ▸ `providers[<route>]` ▸ the top-level default.
@@ -83,6 +91,13 @@ pub struct RetrySettings {
     pub backoff: BackoffConfig,
     /// Per-provider-route policies.
     pub providers: BTreeMap<String, RetryPolicyConfig>,
+    /// The longest wait a provider may ask for (`Retry-After`, `retry-after-ms`, a "try again
+    /// in" hint) that is honoured, in milliseconds (default 120,000). A longer one fails the
+    /// request at once in normal mode (always mode uses its local backoff instead).
+    pub max_retry_wait_ms: Option<u64>,
+    /// Normal mode: retries of a timed-out request (`TIMEOUT`) per step (default 2; also
+    /// bounded by `max_retries`).
+    pub max_timeout_retries: Option<u64>,
 }
 
 /// The settings resolved once at plugin start.
@@ -92,6 +107,10 @@ pub struct ResolvedSettings {
     pub default: ResolvedRetryPolicy,
     /// Per-provider policies.
     pub providers: BTreeMap<String, ResolvedRetryPolicy>,
+    /// Ceiling on a provider-requested wait (ms).
+    pub max_retry_wait_ms: u64,
+    /// Normal mode: retries of `TIMEOUT` failures per step.
+    pub max_timeout_retries: u64,
 }
 
 impl ResolvedSettings {
@@ -124,7 +143,21 @@ impl RetrySettings {
                 resolve_retry_policy(cfg, &format!("dsh-llm-retry.providers.{name}"))?,
             );
         }
-        Ok(ResolvedSettings { default, providers })
+        let max_retry_wait_ms = self.max_retry_wait_ms.unwrap_or(DEFAULT_MAX_RETRY_WAIT_MS);
+        if max_retry_wait_ms as f64 > MAX_TIMER_DELAY_MS {
+            return Err(RetryError::InvalidPolicy {
+                path: "dsh-llm-retry.max_retry_wait_ms".to_owned(),
+                reason: "must be no greater than 2147483647".to_owned(),
+            });
+        }
+        Ok(ResolvedSettings {
+            default,
+            providers,
+            max_retry_wait_ms,
+            max_timeout_retries: self
+                .max_timeout_retries
+                .unwrap_or(DEFAULT_MAX_TIMEOUT_RETRIES),
+        })
     }
 }
 

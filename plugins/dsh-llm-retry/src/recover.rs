@@ -9,8 +9,12 @@
 //! - numbering: the newest `llm/retry` of the same turn, step, provider and policy key gives
 //!   the previous retry number and the `retryId` (which stays stable across one step's retries);
 //!   normal mode delegates once `previous ≥ max_retries`;
-//! - a valid provider delay `≤ max_delay_ms` is used verbatim (no jitter); a larger one makes
-//!   normal mode delegate and always mode fall back to the local backoff.
+//! - a valid provider delay no larger than the ceiling is used verbatim (no jitter); a larger one
+//!   makes normal mode delegate and always mode fall back to the local backoff. dsh's ceiling is
+//!   `max_retry_wait_ms` (default 120 s), not upstream's `max_delay_ms` (10 s): a provider that
+//!   asks for 30 s gets its 30 s instead of failing the turn (see docs/upstream/retry.md);
+//! - dsh addition: normal mode retries a `TIMEOUT` at most `max_timeout_retries` times per step
+//!   (default 2), counted from the step's `llm/retry` records of that code.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +22,11 @@ use std::time::Duration;
 use dsh_agent::{
     AgentRequestError, RequestErrorCtx, ResolvedRetryPolicy, RetryDecision, RetryMode,
 };
-use dsh_kernel::{CancellationToken, Next};
+use dsh_kernel::{CancellationToken, Context, Next};
 use dsh_session::{EventData, Session};
 use serde_json::{Map, Value};
 
+use crate::events::{LlmRetryNotice, RetryNotice, RetryNoticeKind};
 use crate::policy::{ResolvedSettings, js_number, local_delay_ms, policy_key};
 use crate::{LLM_RETRY, LLM_RETRY_STARTED};
 
@@ -34,11 +39,18 @@ pub fn default_random() -> f64 {
     bits as f64 / (1u64 << 53) as f64
 }
 
+/// A scheduled wait (ms) and whether it is the provider's.
+struct Wait {
+    delay_ms: f64,
+    from_provider: bool,
+}
+
 /// The recovery executor shared by the plugin's listener.
 pub struct RetryExecutor {
     settings: ResolvedSettings,
     random: RandomFn,
     lifetime: CancellationToken,
+    notices: Option<Context>,
 }
 
 impl std::fmt::Debug for RetryExecutor {
@@ -53,6 +65,23 @@ impl std::fmt::Debug for RetryExecutor {
 struct Prior {
     retry: u64,
     retry_id: String,
+}
+
+/// How many `llm/retry` records of this turn and step retried a failure with `code`.
+fn count_retries_of(session: &Session, turn: u64, step: u64, code: &str) -> u64 {
+    session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == LLM_RETRY)
+        .filter(|e| {
+            let EventData::Opaque(d) = &e.data else {
+                return false;
+            };
+            d.get("turn").and_then(Value::as_u64) == Some(turn)
+                && d.get("step").and_then(Value::as_u64) == Some(step)
+                && d.pointer("/failure/code").and_then(Value::as_str) == Some(code)
+        })
+        .count() as u64
 }
 
 fn find_prior(session: &Session, turn: u64, step: u64, provider: &str, key: &str) -> Option<Prior> {
@@ -99,6 +128,36 @@ impl RetryExecutor {
             settings,
             random,
             lifetime,
+            notices: None,
+        }
+    }
+
+    /// Announces every decision as [`LlmRetryNotice`] through `ctx` (dispatched to the failed
+    /// request's scope key).
+    pub fn with_notices(mut self, ctx: Context) -> Self {
+        self.notices = Some(ctx);
+        self
+    }
+
+    fn notify(&self, p: &RequestErrorCtx, kind: RetryNoticeKind) {
+        if let Some(ctx) = &self.notices {
+            ctx.dispatch_to(p.scope.as_ref())
+                .emit::<LlmRetryNotice>(&RetryNotice {
+                    session_id: p.session.id().to_owned(),
+                    provider: p.provider.clone(),
+                    failure: p.failure.clone(),
+                    kind,
+                });
+        }
+    }
+
+    /// The most retries normal mode gives `code` per step (`max_retries`, and
+    /// `max_timeout_retries` for `TIMEOUT`).
+    fn max_retries_for(&self, max_retries: u64, code: &str) -> u64 {
+        if code == dsh_llm::codes::TIMEOUT {
+            max_retries.min(self.settings.max_timeout_retries)
+        } else {
+            max_retries
         }
     }
 
@@ -144,6 +203,12 @@ impl RetryExecutor {
                 if !retryable_codes.contains(&p.failure.code) {
                     return delegate(next, p).await;
                 }
+                if p.failure.code == dsh_llm::codes::TIMEOUT
+                    && count_retries_of(&p.session, p.turn, p.step, &p.failure.code)
+                        >= self.settings.max_timeout_retries
+                {
+                    return delegate(next, p).await;
+                }
             }
         }
 
@@ -159,15 +224,27 @@ impl RetryExecutor {
         let retry_id = prior
             .map(|x| x.retry_id)
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let delay_ms = match p.failure.provider_retry_after_ms.filter(|ms| *ms > 0) {
-            Some(ms) if (ms as f64) <= policy.max_delay_ms => ms as f64,
-            Some(_) if matches!(policy.mode, RetryMode::Normal { .. }) => {
+        let ceiling = self.settings.max_retry_wait_ms;
+        let (delay_ms, from_provider) = match p.failure.provider_retry_after_ms.filter(|ms| *ms > 0)
+        {
+            Some(ms) if ms <= ceiling => (ms as f64, true),
+            Some(ms) if matches!(policy.mode, RetryMode::Normal { .. }) => {
+                self.notify(
+                    &p,
+                    RetryNoticeKind::WaitTooLong {
+                        asked_ms: ms,
+                        ceiling_ms: ceiling,
+                    },
+                );
                 return delegate(next, p).await;
             }
-            _ => local_delay_ms(&policy, retry, (self.random)()),
+            _ => (local_delay_ms(&policy, retry, (self.random)()), false),
         };
-        self.backoff(&p, &policy, key, retry, retry_id, delay_ms)
-            .await
+        let wait = Wait {
+            delay_ms,
+            from_provider,
+        };
+        self.backoff(&p, &policy, key, retry, retry_id, wait).await
     }
 
     async fn backoff(
@@ -177,8 +254,12 @@ impl RetryExecutor {
         key: String,
         retry: u64,
         retry_id: String,
-        delay_ms: f64,
+        wait: Wait,
     ) -> Option<RetryDecision> {
+        let Wait {
+            delay_ms,
+            from_provider,
+        } = wait;
         if self.aborted(p) {
             return None;
         }
@@ -187,6 +268,21 @@ impl RetryExecutor {
             tracing::warn!(target: "dsh_llm_retry", error = %e, "could not log llm/retry; the failure stays terminal");
             return None;
         }
+        let of = match &policy.mode {
+            RetryMode::Normal { max_retries, .. } => {
+                Some(self.max_retries_for(*max_retries, &p.failure.code))
+            }
+            RetryMode::Always => None,
+        };
+        self.notify(
+            p,
+            RetryNoticeKind::Retrying {
+                retry,
+                of,
+                delay_ms,
+                from_provider,
+            },
+        );
         let wait = Duration::from_secs_f64(if delay_ms.is_finite() && delay_ms > 0.0 {
             delay_ms / 1000.0
         } else {

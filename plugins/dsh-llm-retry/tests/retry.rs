@@ -427,7 +427,8 @@ async fn retry_after_within_cap_replaces_backoff_without_jitter() {
 async fn retry_after_over_cap_normal_declines_always_uses_local_backoff() {
     let token = CancellationToken::new();
     let mut f = failure("RATE_LIMIT");
-    f.provider_retry_after_ms = Some(10001);
+    // the ceiling is max_retry_wait_ms (default 120 000), not max_delay_ms
+    f.provider_retry_after_ms = Some(120_001);
 
     let h = harness(json!({}), 0.5);
     assert_eq!(h.dispatch(h.payload("p", f.clone(), &token)).await, None);
@@ -452,7 +453,7 @@ async fn retry_after_over_cap_normal_declines_always_uses_local_backoff() {
             "policyKey": "[\"always\",500,10000,0.1]",
             "retry": 1,
             "delayMs": 500,
-            "failure": {"message": "RATE_LIMIT happened", "code": "RATE_LIMIT", "providerRetryAfterMs": 10001}
+            "failure": {"message": "RATE_LIMIT happened", "code": "RATE_LIMIT", "providerRetryAfterMs": 120001}
         })
         .to_string()
     );
@@ -666,5 +667,122 @@ async fn plugin_boots_from_settings_and_owns_the_types() {
         e.to_string()
             .contains("dsh-llm-retry: dsh-llm-retry.retryable_codes: must not be empty"),
         "{e}"
+    );
+}
+
+/// Records every [`LlmRetryNotice`] the harness's kernel emits.
+fn notices(h: &Harness) -> Arc<std::sync::Mutex<Vec<RetryNotice>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    h.ctx
+        .on_emit_with::<LlmRetryNotice>(dsh_kernel::ListenOptions::global(), move |n| {
+            s.lock().unwrap().push(n.clone());
+        })
+        .unwrap()
+        .detach();
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn provider_waits_up_to_max_retry_wait_ms_are_honoured_and_longer_ones_refused() {
+    let token = CancellationToken::new();
+    // a 30 s Retry-After (above the 10 s backoff maximum) is honoured by default
+    let h = harness(json!({}), 0.5);
+    let seen = notices(&h);
+    let mut f = failure("RATE_LIMIT");
+    f.provider_retry_after_ms = Some(30_000);
+    let start = tokio::time::Instant::now();
+    assert_eq!(
+        h.dispatch(h.payload("p", f.clone(), &token)).await,
+        Some(RetryDecision::Retry)
+    );
+    assert_eq!(start.elapsed().as_millis(), 30_000);
+    assert_eq!(h.retry_events()[0].1["delayMs"], 30_000);
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [RetryNotice {
+            session_id: "retry-session".into(),
+            provider: "p".into(),
+            failure: f.clone(),
+            kind: RetryNoticeKind::Retrying {
+                retry: 1,
+                of: Some(5),
+                delay_ms: 30_000.0,
+                from_provider: true
+            },
+        }]
+    );
+
+    // a lower ceiling: the same wait fails at once, with a notice saying why
+    let h = harness(json!({"max_retry_wait_ms": 20_000}), 0.5);
+    let seen = notices(&h);
+    let start = tokio::time::Instant::now();
+    assert_eq!(h.dispatch(h.payload("p", f.clone(), &token)).await, None);
+    assert_eq!(start.elapsed().as_millis(), 0);
+    assert_eq!(h.calls(), 1);
+    assert!(h.retry_events().is_empty());
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [RetryNotice {
+            session_id: "retry-session".into(),
+            provider: "p".into(),
+            failure: f,
+            kind: RetryNoticeKind::WaitTooLong {
+                asked_ms: 30_000,
+                ceiling_ms: 20_000
+            },
+        }]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_is_retried_twice_by_default() {
+    let token = CancellationToken::new();
+    let h = harness(json!({"backoff": {"jitter_ratio": 0}}), 0.5);
+    let seen = notices(&h);
+    for _ in 0..2 {
+        assert_eq!(
+            h.dispatch(h.payload("p", failure("TIMEOUT"), &token)).await,
+            Some(RetryDecision::Retry)
+        );
+    }
+    assert_eq!(
+        h.dispatch(h.payload("p", failure("TIMEOUT"), &token)).await,
+        None
+    );
+    assert_eq!(h.calls(), 1);
+    let kinds: Vec<RetryNoticeKind> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|n| n.kind.clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            RetryNoticeKind::Retrying {
+                retry: 1,
+                of: Some(2),
+                delay_ms: 500.0,
+                from_provider: false
+            },
+            RetryNoticeKind::Retrying {
+                retry: 2,
+                of: Some(2),
+                delay_ms: 1000.0,
+                from_provider: false
+            },
+        ]
+    );
+    // other codes keep max_retries: a server error after the two timeouts is retry 3 of 5
+    assert_eq!(
+        h.dispatch(h.payload("p", failure("SERVER"), &token)).await,
+        Some(RetryDecision::Retry)
+    );
+    // and the cap is a setting
+    let h = harness(json!({"max_timeout_retries": 0}), 0.5);
+    assert_eq!(
+        h.dispatch(h.payload("p", failure("TIMEOUT"), &token)).await,
+        None
     );
 }

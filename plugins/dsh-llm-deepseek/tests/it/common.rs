@@ -242,6 +242,7 @@ pub fn expected_usage(u: &Value) -> Option<TokenUsage> {
         cache_read_tokens: hit,
         cache_write_tokens: None,
         reasoning_tokens: n(u.pointer("/completion_tokens_details/reasoning_tokens")),
+        estimated: false,
     })
 }
 

@@ -6,6 +6,7 @@
 mod common;
 mod faults;
 mod fixtures;
+mod issue13;
 mod parser;
 mod plugin;
 mod requests;

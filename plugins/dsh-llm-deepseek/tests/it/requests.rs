@@ -258,22 +258,48 @@ fn missing_reasoning_follows_route_quirks() {
     .unwrap();
     assert_eq!(b["messages"][1]["reasoning_content"], json!(" "));
 
-    // an endpoint that rejects the field: omitted everywhere
-    let mut omit = RouteConfig::openai_compatible("local", "http://127.0.0.1:1");
-    omit.quirks = Quirks {
-        omit_reasoning_content: true,
-        ..Quirks::default()
-    };
-    let b = build_body(&omit, &opts("m", None, tool_history(Some("r")))).unwrap();
-    assert_eq!(b["messages"][1].get("reasoning_content"), None);
-    assert_eq!(b.get("thinking"), None);
-
-    // a generic route: recorded reasoning replayed, missing one omitted
+    // a generic OpenAI-compatible route never receives reasoning_content (issue 13)
     let generic = RouteConfig::openai_compatible("gw", "http://127.0.0.1:1");
     let b = build_body(&generic, &opts("m", None, tool_history(Some("r")))).unwrap();
-    assert_eq!(b["messages"][1]["reasoning_content"], json!("r"));
+    assert_eq!(b["messages"][1].get("reasoning_content"), None);
+    assert_eq!(b.get("thinking"), None);
     let b = build_body(&generic, &opts("m", None, tool_history(None))).unwrap();
     assert_eq!(b["messages"][1].get("reasoning_content"), None);
+
+    // a route that says it wants it: recorded reasoning replayed, a missing one omitted
+    let mut wants = RouteConfig::openai_compatible("local", "http://127.0.0.1:1");
+    wants.quirks = Quirks {
+        send_reasoning_content: true,
+        ..Quirks::default()
+    };
+    let b = build_body(&wants, &opts("m", None, tool_history(Some("r")))).unwrap();
+    assert_eq!(b["messages"][1]["reasoning_content"], json!("r"));
+    let b = build_body(&wants, &opts("m", None, tool_history(None))).unwrap();
+    assert_eq!(b["messages"][1].get("reasoning_content"), None);
+
+    // the same from the user's `[providers.<id>]` tables
+    let table: dsh_llm_deepseek::ProviderTable = serde_json::from_value(json!({
+        "gw": {"base_url": "http://127.0.0.1:1"},
+        "wants": {"base_url": "http://127.0.0.1:2", "send_reasoning_content": true},
+        "both": {"base_url": "http://127.0.0.1:3", "send_reasoning_content": true,
+                 "omit_reasoning_content": true},
+    }))
+    .unwrap();
+    let s = table.to_settings(None);
+    let routes = s.all_routes();
+    let send: Vec<(&str, bool)> = routes
+        .iter()
+        .map(|r| (r.id.as_str(), r.quirks.send_reasoning_content))
+        .collect();
+    assert_eq!(
+        send,
+        [
+            ("deepseek", true),
+            ("both", false),
+            ("gw", false),
+            ("wants", true)
+        ]
+    );
 
     // developer role when the route allows it
     let mut dev = RouteConfig::openai_compatible("dev", "http://127.0.0.1:1");
@@ -363,13 +389,14 @@ fn settings_section_deserializes_with_defaults() {
     let s: dsh_llm_deepseek::DeepSeekSettings = serde_json::from_value(json!({
         "timeouts": {"idle_ms": 1000},
         "routes": [{"id": "local", "base_url": "http://127.0.0.1:8080/v1",
-                    "models": [{"id": "qwen"}], "quirks": {"omit_reasoning_content": true}}]
+                    "models": [{"id": "qwen"}], "quirks": {"send_reasoning_content": true}}]
     }))
     .unwrap();
     assert_eq!(s.timeouts.idle_ms, 1000);
-    assert_eq!(s.timeouts.connect_ms, 30_000);
+    assert_eq!(s.timeouts.connect_ms, 10_000);
+    assert_eq!(s.timeouts.first_byte_ms, 180_000);
     assert_eq!(s.official.base_url, "https://api.deepseek.com");
-    assert!(s.routes[0].quirks.omit_reasoning_content);
+    assert!(s.routes[0].quirks.send_reasoning_content);
     assert!(s.routes[0].quirks.include_usage);
     let all = s.all_routes();
     assert_eq!(all[0].id, "deepseek");
