@@ -181,6 +181,7 @@ impl Summarizer for Scripted {
                 cache_read_tokens: None,
                 cache_write_tokens: None,
                 reasoning_tokens: None,
+                estimated: false,
             }),
         };
         Box::pin(async move { out })

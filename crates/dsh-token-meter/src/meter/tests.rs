@@ -31,6 +31,7 @@ fn usage(input: u64, output: u64, cache_read: u64) -> TokenUsage {
         cache_read_tokens: Some(cache_read),
         cache_write_tokens: None,
         reasoning_tokens: None,
+        estimated: false,
     }
 }
 
