@@ -79,11 +79,44 @@ fn to_pid(raw: u32) -> Option<Pid> {
     i32::try_from(raw).ok().and_then(Pid::from_raw)
 }
 
-/// Sends `sig` to every member of group `pgid`; delivery races (group already gone) are ignored.
+/// Sends `sig` to every member of group `pgid`, and to process `pgid` itself; delivery races
+/// (group already gone) are ignored.
+///
+/// The child is spawned through the `setsid` program, so for a moment after the spawn returns
+/// its group does not exist yet (the child is still in dsh's group, about to call `setsid(2)`);
+/// signalling the leader's pid as well (only in that window, only if it is our child) covers it.
 pub fn signal_group(pgid: u32, sig: Signal) {
     if let Some(p) = to_pid(pgid) {
         let _ = rustix::process::kill_process_group(p, sig);
+        if spawned_before_its_group(pgid) {
+            let _ = rustix::process::kill_process(p, sig);
+        }
     }
+}
+
+/// True if `pid` is a live child of this process that has not yet made its own group (its
+/// process group is not its pid): the window between spawn and `setsid(2)`. Checking the parent
+/// keeps a reused pid of an unrelated process from ever being signalled.
+fn spawned_before_its_group(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some((_, after)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut f = after.split_whitespace();
+    let state = f.next().and_then(|s| s.chars().next());
+    let ppid = f.next().and_then(|s| s.parse::<u32>().ok());
+    let pgrp = f.next().and_then(|s| s.parse::<u32>().ok());
+    !matches!(state, Some('Z' | 'X') | None)
+        && ppid == Some(std::process::id())
+        && pgrp.is_some_and(|g| g != pid)
+}
+
+/// True while group `pgid` has a live member or its would-be leader has not created it yet
+/// (see [`signal_group`]).
+fn group_or_leader_alive(pgid: u32) -> bool {
+    !group_members(pgid).is_empty() || spawned_before_its_group(pgid)
 }
 
 /// Sends `sig` to one process; races are ignored.
@@ -96,7 +129,7 @@ pub fn signal_pid(pid: u32, sig: Signal) {
 /// Terminates every live member of group `pgid`: SIGTERM, wait up to `grace` for the group to
 /// empty, then SIGKILL and wait up to one more second. Returns true if any member was alive.
 pub async fn terminate_group(pgid: u32, grace: Duration) -> bool {
-    if group_members(pgid).is_empty() {
+    if !group_or_leader_alive(pgid) {
         return false;
     }
     signal_group(pgid, Signal::TERM);
@@ -108,11 +141,12 @@ pub async fn terminate_group(pgid: u32, grace: Duration) -> bool {
     true
 }
 
-/// Polls until group `pgid` has no live member or `limit` passes; true if it emptied.
+/// Polls until group `pgid` has no live member (and its leader is gone) or `limit` passes; true
+/// if it emptied.
 pub async fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if group_members(pgid).is_empty() {
+        if !group_or_leader_alive(pgid) {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {
