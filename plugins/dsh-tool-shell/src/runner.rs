@@ -226,6 +226,7 @@ fn process_spec(spec: &ShellExecSpec, timeout: bool) -> ProcessSpec {
         stderr_max_bytes: spec.stderr_max_bytes,
         kill_grace_ms: spec.kill_grace_ms,
         drain_grace_ms: spec.drain_grace_ms,
+        output_files: None,
     }
 }
 
