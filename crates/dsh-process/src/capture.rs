@@ -1,12 +1,21 @@
 //! Bounded output capture: a head+tail collector for foreground runs and an incremental ring for
 //! background jobs. Memory stays bounded however much a command writes; totals (bytes, lines)
-//! are always counted, and non-UTF-8 output is decoded lossily and flagged.
+//! are always counted, and non-UTF-8 output is decoded lossily and flagged. A foreground
+//! collector given a [`Spool`] also writes the whole stream to a file from the moment it
+//! outgrows its cap, so the bytes the head+tail text leaves out stay readable; the marker line
+//! then names that file (the one truncation layer of a command's output).
 //!
 //! Behaviour notes: `docs/tools.md` ("Process executor"; "Shell and job tools": bug case BC-20 — keep head and
 //! tail, explicit marker with totals and omitted amount, a single huge line is cut by bytes —
-//! and upstream's `CollectedOutput`).
+//! and upstream's `CollectedOutput`; "Spill": the output files).
 
 use std::collections::VecDeque;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +35,169 @@ pub struct CollectedOutput {
     pub omitted_bytes: u64,
     /// True when the kept bytes were not valid UTF-8 and were decoded with U+FFFD replacements.
     pub invalid_utf8: bool,
+    /// Absolute path of the file holding the stream's bytes from the first one on; present only
+    /// when the stream outgrew its cap and the collector had a [`Spool`] whose file could be
+    /// created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<String>,
+    /// Bytes in `output_file` (bytes): `total_bytes`, or fewer when the run's disk cap or a
+    /// write error stopped the file; present with `output_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file_bytes: Option<u64>,
+}
+
+/// Where a foreground run stores the whole of each stream that outgrows its in-memory cap
+/// (`ProcessSpec::output_files`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputFiles {
+    /// The folder of the files: created (mode 0700, with its parents) when missing; a path that
+    /// is not a real directory (e.g. a symlink) gets no file.
+    pub dir: PathBuf,
+    /// Name hint: a stream's file is `<12 random hex>-<name>-<stdout|stderr>.txt`, created
+    /// exclusively with mode 0600 (characters outside `[A-Za-z0-9._-]` become `_`).
+    pub name: String,
+    /// Disk cap of one run, both streams together (bytes); the bytes beyond it are counted, not
+    /// stored.
+    pub max_bytes: u64,
+}
+
+/// The bytes a run may still write to its output files (bytes), shared by its streams.
+#[derive(Debug, Clone)]
+pub struct DiskBudget {
+    cap: u64,
+    left: Arc<AtomicU64>,
+}
+
+impl DiskBudget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: u64) -> Self {
+        Self {
+            cap,
+            left: Arc::new(AtomicU64::new(cap)),
+        }
+    }
+
+    /// Takes up to `want` bytes; returns how many were granted (bytes).
+    fn take(&self, want: u64) -> u64 {
+        let mut granted = 0;
+        let _ = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                granted = left.min(want);
+                Some(left - granted)
+            });
+        granted
+    }
+}
+
+/// Why a spool file stopped before the end of its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stop {
+    /// The run's disk cap (bytes) was reached.
+    Cap(u64),
+    /// Writing failed (the I/O error's text).
+    Error(String),
+}
+
+/// The file side of a [`HeadTail`]: nothing until the stream outgrows the collector's cap, then
+/// every byte of the stream (those already in memory first) up to the run's [`DiskBudget`].
+#[derive(Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    file_name: String,
+    budget: DiskBudget,
+    file: Option<File>,
+    path: Option<PathBuf>,
+    written: u64,
+    stop: Option<Stop>,
+    failed: bool,
+}
+
+impl Spool {
+    /// The spool of stream `stream` (`stdout`/`stderr`) of a run storing its output per `files`,
+    /// drawing on the run's shared `budget`. No I/O until the stream outgrows its cap.
+    pub fn new(files: &OutputFiles, stream: &str, budget: DiskBudget) -> Self {
+        let safe: String = files
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        Self {
+            dir: files.dir.clone(),
+            file_name: format!("{}-{safe}-{stream}.txt", &random[..12]),
+            budget,
+            file: None,
+            path: None,
+            written: 0,
+            stop: None,
+            failed: false,
+        }
+    }
+
+    /// Creates the folder (0700) and the file (exclusively, 0600; a planted symlink fails).
+    fn open(&mut self) {
+        let made = DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .and_then(|()| std::fs::symlink_metadata(&self.dir))
+            .and_then(|m| {
+                if m.file_type().is_dir() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other("not a directory"))
+                }
+            });
+        let path = self.dir.join(&self.file_name);
+        let opened = made.and_then(|()| {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+        });
+        match opened {
+            Ok(f) => {
+                self.file = Some(f);
+                self.path = Some(path);
+            }
+            Err(e) => {
+                tracing::warn!(target: "dsh_process", "cannot store the full output in {}: {e}", path.display());
+                self.failed = true;
+            }
+        }
+    }
+
+    /// Appends `bytes` within the budget; stops at the cap or at the first write error.
+    fn append(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() || self.stop.is_some() {
+            return;
+        }
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let granted = self.budget.take(bytes.len() as u64);
+        let take = usize::try_from(granted)
+            .unwrap_or(bytes.len())
+            .min(bytes.len());
+        if let Err(e) = file.write_all(&bytes[..take]) {
+            self.stop = Some(Stop::Error(e.to_string()));
+            self.file = None;
+            return;
+        }
+        self.written += take as u64;
+        if take < bytes.len() {
+            self.stop = Some(Stop::Cap(self.budget.cap));
+            self.file = None;
+        }
+    }
 }
 
 /// Head+tail collector with a byte cap: the first `cap/2` bytes and the last `cap - cap/2` bytes
@@ -39,6 +211,7 @@ pub struct HeadTail {
     total: u64,
     newlines: u64,
     last: Option<u8>,
+    spool: Option<Spool>,
 }
 
 impl HeadTail {
@@ -53,6 +226,16 @@ impl HeadTail {
             total: 0,
             newlines: 0,
             last: None,
+            spool: None,
+        }
+    }
+
+    /// A collector like [`HeadTail::new`] that also writes the whole stream to `spool`'s file
+    /// once it outgrows `cap` (the bytes so far first, then every later chunk).
+    pub fn with_spool(cap: usize, spool: Spool) -> Self {
+        Self {
+            spool: Some(spool),
+            ..Self::new(cap)
         }
     }
 
@@ -60,6 +243,18 @@ impl HeadTail {
     pub fn write(&mut self, chunk: &[u8]) {
         if chunk.is_empty() {
             return;
+        }
+        if let Some(spool) = self.spool.as_mut() {
+            let cap = (self.head_cap + self.tail_cap) as u64;
+            if spool.path.is_none() && !spool.failed && self.total + chunk.len() as u64 > cap {
+                // nothing was dropped yet: head + tail are every byte so far
+                spool.open();
+                spool.append(&self.head);
+                let (a, b) = self.tail.as_slices();
+                spool.append(a);
+                spool.append(b);
+            }
+            spool.append(chunk);
         }
         self.total += chunk.len() as u64;
         self.newlines += count_newlines(chunk);
@@ -88,11 +283,16 @@ impl HeadTail {
         self.total
     }
 
-    /// The collected output. When truncated, `text` is the head, then one marker line
-    /// `[... output truncated: <omitted> bytes omitted; total <total> bytes, <lines> line(s);
-    /// kept the first <h> and last <t> bytes ...]`, then the tail. A UTF-8 sequence cut by the
-    /// head or tail boundary is dropped whole (counted as omitted), so only genuinely invalid
-    /// bytes set `invalid_utf8`.
+    /// The collected output. When truncated, `text` is the head, then one marker line, then the
+    /// tail. The marker line is, with an output file (a [`Spool`] whose file was created):
+    /// `[... <omitted> bytes omitted. Showing first <h> and last <t> of <total> bytes (<lines>
+    /// line(s)); full output in <path> (read/grep it) ...]`; when the file stopped early, the
+    /// part after the semicolon is `the first <f> bytes are in <path> (read/grep it): the file
+    /// stops at the <cap>-byte cap of one call` (or `: writing the rest failed: <error>`).
+    /// Without one: `[... output truncated: <omitted> bytes omitted; total <total> bytes,
+    /// <lines> line(s); kept the first <h> and last <t> bytes ...]`. `<omitted>` is exactly
+    /// `<total> - <h> - <t>`. A UTF-8 sequence cut by the head or tail boundary is dropped
+    /// whole (counted as omitted), so only genuinely invalid bytes set `invalid_utf8`.
     pub fn finish(&self) -> CollectedOutput {
         let lines = self.newlines + u64::from(self.total > 0 && self.last != Some(b'\n'));
         let tail: Vec<u8> = self.tail.iter().copied().collect();
@@ -108,6 +308,8 @@ impl HeadTail {
                 total_lines: lines,
                 omitted_bytes: 0,
                 invalid_utf8: invalid,
+                output_file: None,
+                output_file_bytes: None,
             };
         }
         let head = trim_incomplete_end(&self.head);
@@ -119,13 +321,35 @@ impl HeadTail {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(&format!(
-            "[... output truncated: {omitted} bytes omitted; total {} bytes, {lines} {}; kept the first {} and last {} bytes ...]\n",
-            self.total,
-            if lines == 1 { "line" } else { "lines" },
-            head.len(),
-            tail.len()
-        ));
+        let noun = if lines == 1 { "line" } else { "lines" };
+        let (h, t, total) = (head.len(), tail.len(), self.total);
+        let file = self
+            .spool
+            .as_ref()
+            .and_then(|s| Some((s.path.as_ref()?.display().to_string(), s)));
+        match &file {
+            Some((path, spool)) => {
+                let place = match &spool.stop {
+                    None => format!("full output in {path} (read/grep it)"),
+                    Some(stop) => {
+                        let why = match stop {
+                            Stop::Cap(cap) => format!("the file stops at the {cap}-byte cap of one call"),
+                            Stop::Error(e) => format!("writing the rest failed: {e}"),
+                        };
+                        format!(
+                            "the first {} bytes are in {path} (read/grep it): {why}",
+                            spool.written
+                        )
+                    }
+                };
+                text.push_str(&format!(
+                    "[... {omitted} bytes omitted. Showing first {h} and last {t} of {total} bytes ({lines} {noun}); {place} ...]\n"
+                ));
+            }
+            None => text.push_str(&format!(
+                "[... output truncated: {omitted} bytes omitted; total {total} bytes, {lines} {noun}; kept the first {h} and last {t} bytes ...]\n"
+            )),
+        }
         text.push_str(&tail_text);
         CollectedOutput {
             text,
@@ -134,6 +358,8 @@ impl HeadTail {
             total_lines: lines,
             omitted_bytes: omitted,
             invalid_utf8: bad_head || bad_tail,
+            output_file_bytes: file.as_ref().map(|(_, s)| s.written),
+            output_file: file.map(|(p, _)| p),
         }
     }
 }
@@ -262,6 +488,7 @@ impl OutputRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn small_output_is_kept_whole() {
@@ -277,7 +504,9 @@ mod tests {
                 total_bytes: 6,
                 total_lines: 2,
                 omitted_bytes: 0,
-                invalid_utf8: false
+                invalid_utf8: false,
+                output_file: None,
+                output_file_bytes: None,
             }
         );
     }
@@ -324,5 +553,109 @@ mod tests {
         assert_eq!(r.read(false).text, "");
         r.write(&"é".as_bytes()[1..]);
         assert_eq!(r.read(false).text, "é");
+    }
+
+    fn spool_files(dir: &Path, max_bytes: u64) -> OutputFiles {
+        OutputFiles {
+            dir: dir.join("out"),
+            name: "bash call/1".into(),
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn a_spooled_stream_is_whole_in_its_file_with_exact_counts() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let files = spool_files(tmp.path(), 1000);
+        let mut c = HeadTail::with_spool(10, Spool::new(&files, "stdout", DiskBudget::new(1000)));
+        c.write(b"0123456789");
+        // still within the cap: no file, not even the folder
+        assert!(!files.dir.exists());
+        assert_eq!(c.finish().output_file, None);
+        c.write(b"ABCDEFGHIJ");
+        c.write(b"xyz\n");
+        let out = c.finish();
+        let path = out.output_file.clone().unwrap();
+        let name = Path::new(&path)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(name.len(), 12 + "-bash_call_1-stdout.txt".len(), "{name}");
+        assert!(name.ends_with("-bash_call_1-stdout.txt"), "{name}");
+        assert!(name[..12].bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+        assert_eq!(Path::new(&path).parent().unwrap(), files.dir);
+        assert_eq!(std::fs::read(&path).unwrap(), b"0123456789ABCDEFGHIJxyz\n");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&files.dir), mode(Path::new(&path))), (0o700, 0o600));
+        assert_eq!(
+            out,
+            CollectedOutput {
+                text: format!(
+                    "01234\n[... 14 bytes omitted. Showing first 5 and last 5 of 24 bytes (1 line); full output in {path} (read/grep it) ...]\nJxyz\n"
+                ),
+                truncated: true,
+                total_bytes: 24,
+                total_lines: 1,
+                omitted_bytes: 14,
+                invalid_utf8: false,
+                output_file: Some(path.clone()),
+                output_file_bytes: Some(24),
+            }
+        );
+    }
+
+    #[test]
+    fn the_file_stops_at_the_run_cap_shared_by_both_streams() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = spool_files(tmp.path(), 15);
+        let budget = DiskBudget::new(15);
+        let mut out = HeadTail::with_spool(4, Spool::new(&files, "stdout", budget.clone()));
+        let mut err = HeadTail::with_spool(4, Spool::new(&files, "stderr", budget));
+        out.write(&[b'o'; 12]);
+        err.write(&[b'e'; 6]);
+        out.write(&[b'o'; 8]);
+        let (o, e) = (out.finish(), err.finish());
+        let (op, ep) = (o.output_file.unwrap(), e.output_file.unwrap());
+        assert!(op.ends_with("-stdout.txt") && ep.ends_with("-stderr.txt"));
+        assert_eq!(std::fs::read(&op).unwrap(), vec![b'o'; 12]);
+        assert_eq!(std::fs::read(&ep).unwrap(), vec![b'e'; 3]);
+        assert_eq!(
+            (o.output_file_bytes, e.output_file_bytes),
+            (Some(12), Some(3))
+        );
+        assert_eq!(
+            o.text,
+            format!(
+                "oo\n[... 16 bytes omitted. Showing first 2 and last 2 of 20 bytes (1 line); the first 12 bytes are in {op} (read/grep it): the file stops at the 15-byte cap of one call ...]\noo"
+            )
+        );
+        assert_eq!(o.omitted_bytes, 16);
+        assert_eq!(
+            e.text,
+            format!(
+                "ee\n[... 2 bytes omitted. Showing first 2 and last 2 of 6 bytes (1 line); the first 3 bytes are in {ep} (read/grep it): the file stops at the 15-byte cap of one call ...]\nee"
+            )
+        );
+    }
+
+    #[test]
+    fn a_folder_that_is_a_symlink_gets_no_file_and_the_plain_marker() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let files = spool_files(tmp.path(), 1000);
+        std::os::unix::fs::symlink(&elsewhere, &files.dir).unwrap();
+        let mut c = HeadTail::with_spool(4, Spool::new(&files, "stdout", DiskBudget::new(1000)));
+        c.write(b"0123456789");
+        let out = c.finish();
+        assert_eq!((out.output_file, out.output_file_bytes), (None, None));
+        assert_eq!(
+            out.text,
+            "01\n[... output truncated: 6 bytes omitted; total 10 bytes, 1 line; kept the first 2 and last 2 bytes ...]\n89"
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 }

@@ -1,4 +1,5 @@
-//! Running one command: [`ProcessSpec`] → [`run`] (foreground, bounded head+tail capture) or
+//! Running one command: [`ProcessSpec`] → [`run`] (foreground, bounded head+tail capture, the
+//! whole of an overflowing stream in a file when [`ProcessSpec::output_files`] is set) or
 //! [`start`] (background, output rings, a [`BackgroundProcess`] handle).
 //!
 //! Lifecycle of one run:
@@ -30,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{CollectedOutput, HeadTail, OutputRing};
+use crate::capture::{CollectedOutput, DiskBudget, HeadTail, OutputFiles, OutputRing, Spool};
 use crate::error::ProcessError;
 use crate::proc;
 
@@ -56,6 +57,10 @@ pub struct ProcessSpec {
     pub kill_grace_ms: u64,
     /// Pipe drain grace (ms).
     pub drain_grace_ms: u64,
+    /// Where [`run`] stores the whole of a stream that outgrows its cap (both streams share
+    /// the disk cap); `None` = nowhere (the text's marker then only counts what was left out).
+    /// [`start`] ignores it.
+    pub output_files: Option<OutputFiles>,
 }
 
 /// Facts of one finished process (foreground runs and background processes).
@@ -91,7 +96,8 @@ impl ProcessOutcome {
 pub struct ProcessRun {
     /// How it ended.
     pub outcome: ProcessOutcome,
-    /// Captured stdout (head+tail within `stdout_max_bytes`).
+    /// Captured stdout (head+tail within `stdout_max_bytes`; with [`ProcessSpec::output_files`]
+    /// the whole stream is in `stdout.output_file` when it outgrew the cap).
     pub stdout: CollectedOutput,
     /// Captured stderr (head+tail within `stderr_max_bytes`).
     pub stderr: CollectedOutput,
@@ -134,8 +140,23 @@ pub async fn run(
     spec: &ProcessSpec,
     cancel: CancellationToken,
 ) -> Result<ProcessRun, ProcessError> {
-    let out = Arc::new(Mutex::new(HeadTail::new(spec.stdout_max_bytes)));
-    let err = Arc::new(Mutex::new(HeadTail::new(spec.stderr_max_bytes)));
+    let (out, err) = match &spec.output_files {
+        Some(files) => {
+            let budget = DiskBudget::new(files.max_bytes);
+            (
+                HeadTail::with_spool(
+                    spec.stdout_max_bytes,
+                    Spool::new(files, "stdout", budget.clone()),
+                ),
+                HeadTail::with_spool(spec.stderr_max_bytes, Spool::new(files, "stderr", budget)),
+            )
+        }
+        None => (
+            HeadTail::new(spec.stdout_max_bytes),
+            HeadTail::new(spec.stderr_max_bytes),
+        ),
+    };
+    let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
     let child = spawn(spec)?;
     let outcome = drive(
         child,

@@ -8,7 +8,8 @@
 //!   cancellation and exit.
 //! - [`env`](mod@env): the child environment (credential scrub, non-interactive overrides such as
 //!   `GIT_TERMINAL_PROMPT=0` and `EDITOR=true`, caller entries, managed `DSH_*`).
-//! - [`capture`]: bounded output capture with exact totals.
+//! - [`capture`]: bounded output capture with exact totals; the whole of an overflowing stream
+//!   in an output file ([`OutputFiles`]).
 //! - [`proc`]: process-group liveness and signalling, pipe holders, signal names.
 //! - [`terminal`]: recognising a command that failed for want of a terminal.
 //!
@@ -22,7 +23,9 @@ pub mod exec;
 pub mod proc;
 pub mod terminal;
 
-pub use capture::{CollectedOutput, HeadTail, OutputRing, RingRead};
+pub use capture::{
+    CollectedOutput, DiskBudget, HeadTail, OutputFiles, OutputRing, RingRead, Spool,
+};
 pub use error::ProcessError;
 pub use exec::{BackgroundProcess, ProcessOutcome, ProcessRun, ProcessSpec, run, spawn, start};
 pub use terminal::{NO_TERMINAL_NOTE, wanted_terminal};

@@ -21,6 +21,7 @@ fn bash(command: &str, env: BTreeMap<String, String>) -> ProcessSpec {
         stderr_max_bytes: 64_000,
         kill_grace_ms: 500,
         drain_grace_ms: 500,
+        output_files: None,
     }
 }
 
@@ -110,4 +111,37 @@ async fn a_missing_program_is_a_spawn_error() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A stream beyond its cap is whole in its output file, written as it arrived; the other,
+/// small stream gets no file; the counts are exact.
+#[tokio::test]
+async fn an_overflowing_stream_is_whole_in_its_output_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = bash(
+        "head -c 1000000 /dev/zero | tr '\\0' a; echo; echo END; echo small >&2",
+        path_only(),
+    );
+    spec.output_files = Some(dsh_process::OutputFiles {
+        dir: tmp.path().join("spill"),
+        name: "bash".into(),
+        max_bytes: 64 * 1024 * 1024,
+    });
+    let r = run(&spec, CancellationToken::new()).await.unwrap();
+    assert_eq!(r.stdout.total_bytes, 1_000_005);
+    assert_eq!(r.stdout.omitted_bytes, 1_000_005 - 64_000);
+    assert_eq!(r.stdout.output_file_bytes, Some(1_000_005));
+    let path = r.stdout.output_file.clone().unwrap();
+    let mut want = vec![b'a'; 1_000_000];
+    want.extend_from_slice(b"\nEND\n");
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+    assert_eq!(r.stderr.text, "small\n");
+    assert_eq!(
+        (r.stderr.output_file, r.stderr.output_file_bytes),
+        (None, None)
+    );
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("spill")).unwrap().count(),
+        1
+    );
 }

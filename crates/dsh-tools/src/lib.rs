@@ -42,8 +42,9 @@ pub use events::{
 pub use pipeline::{DispatchedCall, PreparedCall};
 pub use registry::{ExecutionMode, GuardFn, RESERVED_NAMES, ToolRegistry, ToolRestriction};
 pub use result::{
-    FrozenResult, PostToolDecision, PreToolDecision, ToolErrorPayload, ToolExecution,
-    ToolExecutionFailure, ToolExecutionInput, ToolExecutionResult, ToolExecutionSuccess,
+    FrozenResult, OUTPUT_FILE_FIELD, OutputFolders, PostToolDecision, PreToolDecision,
+    ToolErrorPayload, ToolExecution, ToolExecutionFailure, ToolExecutionInput, ToolExecutionResult,
+    ToolExecutionSuccess, declared_output_files,
 };
 pub use timeout::install_timeout_wrapper;
 pub use tool::{Tool, into_definition, register};

@@ -1,8 +1,14 @@
-//! Execution inputs, the materialised [`ToolExecution`], policy decisions and results.
+//! Execution inputs, the materialised [`ToolExecution`], policy decisions and results; the
+//! output-file convention of tools that bound their own output ([`OutputFolders`],
+//! [`declared_output_files`]).
 //!
-//! Behaviour notes: `docs/tools.md` ("Execution types", "Pipeline").
+//! Behaviour notes: `docs/tools.md` ("Execution types", "Pipeline", "Spill").
 
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use dsh_kernel::BoxError;
+use dsh_session::SessionHeader;
 
 use dsh_llm::{CallId, ContentBlock, Message};
 use serde::Serialize;
@@ -319,3 +325,87 @@ impl ToolExecutionResult {
 
 /// A frozen final result.
 pub type FrozenResult = Arc<ToolExecutionResult>;
+
+/// The value field by which a tool declares the file holding the whole of an output it cut
+/// itself: `"outputFile"` (an absolute path), at the top level of its value or in an object
+/// directly under it (the bash tool: `stdout.outputFile`, `stderr.outputFile`). A result that
+/// declares one is already bounded with exactly one notice; the spill policy leaves it as is.
+pub const OUTPUT_FILE_FIELD: &str = "outputFile";
+
+/// The output files a tool's value declares ([`OUTPUT_FILE_FIELD`] strings at the top level and
+/// in the objects directly under it, top level first, then in field order); empty for `None`,
+/// a non-object value or a value without any.
+pub fn declared_output_files(value: Option<&Value>) -> Vec<&str> {
+    let Some(obj) = value.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    fn own(o: &Map<String, Value>) -> Option<&str> {
+        o.get(OUTPUT_FILE_FIELD).and_then(Value::as_str)
+    }
+    own(obj)
+        .into_iter()
+        .chain(obj.values().filter_map(Value::as_object).filter_map(own))
+        .collect()
+}
+
+/// The service (looked up by type) that gives a tool call a private folder of its session for
+/// the whole of an output the tool bounds itself (the bash tool's output files), so the part
+/// the model does not see stays readable with `read`/`grep`. Provided by the plugin that owns a
+/// session's files (dsh-spill: the session's spill folder, created 0700 and granted to the
+/// filesystem service for reading); without it such tools keep no file.
+pub struct OutputFolders {
+    folder: Box<FolderFn>,
+}
+
+/// What an [`OutputFolders`] provider runs: the folder of a session, or why there is none.
+type FolderFn = dyn Fn(&SessionHeader) -> Result<PathBuf, BoxError> + Send + Sync;
+
+impl OutputFolders {
+    /// A service answering with `folder` (which creates the folder and returns its absolute
+    /// path, or the reason it cannot).
+    pub fn new(
+        folder: impl Fn(&SessionHeader) -> Result<PathBuf, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            folder: Box::new(folder),
+        }
+    }
+
+    /// The existing folder for output files of `session`'s tool calls (absolute path).
+    ///
+    /// # Errors
+    /// Whatever the provider reports (the folder cannot be created or is unsafe); the caller
+    /// then keeps no file.
+    pub fn folder_for(&self, session: &SessionHeader) -> Result<PathBuf, BoxError> {
+        (self.folder)(session)
+    }
+}
+
+impl std::fmt::Debug for OutputFolders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputFolders").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_output_files_reads_the_top_level_and_one_level_down() {
+        let v = serde_json::json!({
+            "outputFile": "/s/top.txt",
+            "stdout": {"outputFile": "/s/out.txt", "text": "x"},
+            "stderr": {"text": "y"},
+            "deeper": {"inner": {"outputFile": "/s/no.txt"}},
+            "odd": {"outputFile": 3},
+        });
+        assert_eq!(
+            declared_output_files(Some(&v)),
+            vec!["/s/top.txt", "/s/out.txt"]
+        );
+        assert!(declared_output_files(Some(&serde_json::json!({"text": "x"}))).is_empty());
+        assert!(declared_output_files(Some(&serde_json::json!(["/s/a"]))).is_empty());
+        assert!(declared_output_files(None).is_empty());
+    }
+}

@@ -13,6 +13,11 @@
 //! [`dsh_fs::FsService::grant_read_root`] — the seam lives in the core crate `dsh-fs`, so this
 //! plugin does not depend on `dsh-tool-fs`. A save failure keeps the original result.
 //!
+//! With the policy enabled the plugin also provides [`dsh_tools::OutputFolders`]: a tool that
+//! bounds its own output (the bash tool) writes the whole of it into the session's spill folder
+//! itself and declares the file in its value ([`dsh_tools::OUTPUT_FILE_FIELD`]); the policy leaves
+//! such a result as it is, so the output is cut once, with one notice and one copy on disk.
+//!
 //! Settings section `dsh-spill` (snake_case keys, optional, unknown keys rejected): `enabled`
 //! (default true), `max_inline_bytes` (default 51200 = 50 KiB, upstream's read cap), `root`
 //! (default: the session's own folder, else a private `dsh-spill-<uuid>` directory under the OS
@@ -76,6 +81,11 @@ fn apply(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     })?
     .detach();
     if cfg.enabled {
+        let folders = store.clone();
+        let service = dsh_tools::OutputFolders::new(move |header| {
+            folders.prepare_folder(header).map_err(Into::into)
+        });
+        ctx.provide(Arc::new(service))?.detach();
         policy::install(ctx, store, cfg.max_inline_bytes)?.detach();
     }
     Ok(())

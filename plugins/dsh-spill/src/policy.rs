@@ -12,15 +12,18 @@
 //! (Omitted <omitted> bytes. Full formatted result stored at: <locator>. Use read with offset/limit, or grep this path to search within it.)
 //! ```
 //!
-//! When the tool already bounded its own output (its value reports `omittedBytes`, see
-//! [`tool_omitted_bytes`]; `bash` does per stream), the notice counts every byte the model does
-//! not see, the tool's and this preview's, so the number is exact:
+//! When the tool already bounded its own output without storing it (its value reports
+//! `omittedBytes`, see [`tool_omitted_bytes`], but declares no output file — e.g. `bash` when
+//! its output file could not be created), the notice counts every byte the model does not see,
+//! the tool's and this preview's, so the number is exact:
 //!
 //! ```text
 //! (Omitted <all> bytes: <tool's> by the tool's own output cap and <preview's> in this preview. The result as the tool kept it is stored at: <locator>. <hint>)
 //! ```
 //!
-//! Skipped (original kept): `read` results (no read → spill → read loop), non-text content,
+//! Skipped (original kept): `read` results (no read → spill → read loop), results whose value
+//! declares an output file the tool stored itself ([`dsh_tools::declared_output_files`]: the
+//! tool already cut its output once and its notice names that file), non-text content,
 //! calls without a session, blocks and value replacements, a save failure, or a cap too small
 //! for the notice itself.
 
@@ -28,7 +31,7 @@ use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Context, ListenOptions, Registration};
 use dsh_llm::ContentBlock;
-use dsh_tools::{PostToolDecision, ToolsPostExecute};
+use dsh_tools::{PostToolDecision, ToolsPostExecute, declared_output_files};
 
 use crate::store::{LocalSpillStore, SaveTextSpill, SpillSource};
 
@@ -156,7 +159,9 @@ pub fn install(
             let result = ev.result.clone();
             async move {
                 let decision = next.run(ev).await?;
-                if exec.name == "read" {
+                // `read`: no read → spill → read loop; a result whose tool stored its whole
+                // output itself is already cut once, with its own notice
+                if exec.name == "read" || !declared_output_files(result.value()).is_empty() {
                     return Ok(decision);
                 }
                 let (content, contexts) = match &decision {

@@ -292,6 +292,34 @@ impl LocalSpillStore {
         }
     }
 
+    /// The session's spill folder ([`LocalSpillStore::folder_for`]), created (0700) and granted
+    /// to the filesystem service for reading, for a tool that writes its own files there (the
+    /// bash tool's output files, through [`dsh_tools::OutputFolders`]).
+    ///
+    /// # Errors
+    /// [`SpillError::UnsafePath`] when the folder is a symlink or not a directory;
+    /// [`SpillError::Io`] when it cannot be created.
+    pub fn prepare_folder(&self, header: &SessionHeader) -> Result<PathBuf, SpillError> {
+        let dir = self.folder_for(header)?;
+        self.ready(&dir)?;
+        Ok(dir)
+    }
+
+    /// Creates `dir` (0700, with parents), checks it is a real directory, grants it for reading.
+    fn ready(&self, dir: &Path) -> Result<(), SpillError> {
+        dir_builder()
+            .recursive(true)
+            .create(dir)
+            .map_err(|e| SpillError::Io(format!("{}: {e}", dir.display())))?;
+        let meta = fs::symlink_metadata(dir)
+            .map_err(|e| SpillError::Io(format!("{}: {e}", dir.display())))?;
+        if !meta.file_type().is_dir() {
+            return Err(SpillError::UnsafePath(dir.display().to_string()));
+        }
+        self.ensure_grant(dir);
+        Ok(())
+    }
+
     /// Persists `req.content` verbatim and returns its locator.
     ///
     /// # Errors
@@ -302,16 +330,7 @@ impl LocalSpillStore {
             Some(h) => self.folder_for(h)?,
             None => self.session_dir(&req.session_id)?,
         };
-        dir_builder()
-            .recursive(true)
-            .create(&dir)
-            .map_err(|e| SpillError::Io(format!("{}: {e}", dir.display())))?;
-        let meta = fs::symlink_metadata(&dir)
-            .map_err(|e| SpillError::Io(format!("{}: {e}", dir.display())))?;
-        if !meta.file_type().is_dir() {
-            return Err(SpillError::UnsafePath(dir.display().to_string()));
-        }
-        self.ensure_grant(&dir);
+        self.ready(&dir)?;
         let random = uuid::Uuid::new_v4().simple().to_string();
         let name = format!("{}-{}", &random[..12], encode_segment(&req.suggested_name));
         let path = dir.join(name);

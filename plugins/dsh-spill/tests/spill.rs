@@ -205,6 +205,75 @@ async fn small_results_and_read_results_are_untouched() {
     assert!(!session_dir(&h.spill_root, "s-1").exists());
 }
 
+/// The value of a tool that cut its output itself and stored the whole of it (as `bash` does).
+#[derive(serde::Serialize, Deserialize, schemars::JsonSchema)]
+struct SelfStored {
+    stdout: StoredStream,
+}
+
+#[derive(serde::Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct StoredStream {
+    text: String,
+    output_file: String,
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_whose_tool_stored_its_whole_output_is_not_cut_again() {
+    let h = h(json!({"max_inline_bytes": 1000})).await;
+    // the folder service gives the session's spill folder, created 0700 and readable
+    let folders = h
+        .kernel
+        .root()
+        .require::<dsh_tools::OutputFolders>()
+        .unwrap();
+    let folder = folders.folder_for(h.caller.session.header()).unwrap();
+    assert_eq!(folder, session_dir(&h.spill_root, "s-1"));
+    assert_eq!(mode(&folder), 0o700);
+    let stored = folder.join("own-bash-stdout.txt");
+    fs::write(&stored, "x".repeat(1000)).unwrap();
+    let fs_svc = h.kernel.root().require::<FsService>().unwrap();
+    assert!(
+        fs_svc
+            .resolve(&stored.display().to_string(), &h.ws, Access::Read)
+            .is_ok()
+    );
+
+    let reg = h.kernel.root().require::<ToolRegistry>().unwrap();
+    let path = stored.display().to_string();
+    let body_path = path.clone();
+    let tool = define_tool::<FloodArgs, SelfStored>("own", "Stores its own output.")
+        .execute(move |a: FloodArgs, _cx| {
+            let output_file = body_path.clone();
+            async move {
+                Ok(SelfStored {
+                    stdout: StoredStream {
+                        text: "y".repeat(a.n),
+                        output_file,
+                    },
+                })
+            }
+        })
+        .unwrap();
+    reg.register(h.kernel.root(), tool).unwrap().detach();
+    let r = h.call("own", 2000).await;
+    assert!(!r.is_error());
+    // the content is the tool's own rendering, uncut, and no second copy was written
+    assert_eq!(
+        text(&r),
+        json!({"stdout": {"text": "y".repeat(2000), "outputFile": path}}).to_string()
+    );
+    assert_eq!(fs::read_dir(&folder).unwrap().count(), 1);
+    // a result of the same size without the declaration is spilled as before
+    let r = h.call("flood", 2000).await;
+    assert!(
+        text(&r).contains("Full formatted result stored at: "),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(fs::read_dir(&folder).unwrap().count(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn save_failure_keeps_the_original() {
     let h = h(json!({"max_inline_bytes": 1000})).await;

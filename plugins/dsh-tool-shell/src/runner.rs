@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use dsh_process::{BackgroundProcess, CollectedOutput, ProcessSpec, env};
+use dsh_process::{BackgroundProcess, CollectedOutput, OutputFiles, ProcessSpec, env};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +38,14 @@ pub struct ShellConfig {
     pub drain_grace_ms: u64,
     /// Whether `run_in_background` is offered. Default true.
     pub enable_run_in_background: bool,
+    /// Disk cap of one foreground call's output file(s), both streams together (bytes): a stream
+    /// beyond `max_output_bytes` is stored whole in the session's spill folder up to this many
+    /// bytes; beyond it bytes are only counted. Default 67 108 864 (64 MiB).
+    pub max_output_file_bytes: u64,
 }
+
+/// Default `max_output_file_bytes`: 64 MiB.
+pub const DEFAULT_MAX_OUTPUT_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Default for ShellConfig {
     fn default() -> Self {
@@ -50,6 +57,7 @@ impl Default for ShellConfig {
             kill_grace_ms: 2_000,
             drain_grace_ms: 1_000,
             enable_run_in_background: true,
+            max_output_file_bytes: DEFAULT_MAX_OUTPUT_FILE_BYTES,
         }
     }
 }
@@ -69,6 +77,9 @@ pub struct ShellExecRequest {
     pub env: BTreeMap<String, String>,
     /// Managed `DSH_*` facts, merged last.
     pub dsh_env: BTreeMap<String, String>,
+    /// Folder for the output files of a foreground run (the whole of a stream beyond its cap,
+    /// up to `max_output_file_bytes`); `None` = no file, the marker only counts.
+    pub output_dir: Option<PathBuf>,
 }
 
 /// A fully resolved execution spec.
@@ -90,6 +101,8 @@ pub struct ShellExecSpec {
     pub kill_grace_ms: u64,
     /// Pipe drain grace (ms).
     pub drain_grace_ms: u64,
+    /// Output files of a foreground run (`name` `bash`); background starts ignore it.
+    pub output_files: Option<OutputFiles>,
 }
 
 /// The outcome of one foreground run (JSON camelCase; upstream `ShellRunResult` plus
@@ -135,7 +148,7 @@ impl ShellExecutor {
 
     /// Fills and caps a request: timeout = `min(request ?? timeoutMs, maxTimeoutMs)` (ms, rounded
     /// up), workdir resolved against the configured cwd, environment built per
-    /// [`dsh_process::env`].
+    /// [`dsh_process::env`], output files in `output_dir` capped at `max_output_file_bytes`.
     ///
     /// # Errors
     /// [`ShellError::InvalidRequest`] for a blank command or a timeout that is not a positive
@@ -178,6 +191,11 @@ impl ShellExecutor {
             env: env::child_env(env::scrubbed_ambient(), &req.env, &req.dsh_env),
             kill_grace_ms: self.config.kill_grace_ms,
             drain_grace_ms: self.config.drain_grace_ms,
+            output_files: req.output_dir.map(|dir| OutputFiles {
+                dir,
+                name: "bash".to_owned(),
+                max_bytes: self.config.max_output_file_bytes,
+            }),
         })
     }
 
@@ -214,7 +232,8 @@ impl ShellExecutor {
     }
 }
 
-/// The process executor's spec for `bash -c <command>` (`timeout`: the spec's timeout applies).
+/// The process executor's spec for `bash -c <command>` (`timeout`: a foreground run, so the
+/// spec's timeout and output files apply).
 fn process_spec(spec: &ShellExecSpec, timeout: bool) -> ProcessSpec {
     ProcessSpec {
         program: "bash".into(),
@@ -226,6 +245,11 @@ fn process_spec(spec: &ShellExecSpec, timeout: bool) -> ProcessSpec {
         stderr_max_bytes: spec.stderr_max_bytes,
         kill_grace_ms: spec.kill_grace_ms,
         drain_grace_ms: spec.drain_grace_ms,
+        output_files: if timeout {
+            spec.output_files.clone()
+        } else {
+            None
+        },
     }
 }
 

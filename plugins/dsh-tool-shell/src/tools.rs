@@ -62,6 +62,10 @@ pub struct BashArgs {
 /// The canonical value of `bash` (JSON; discriminated by `kind`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one short-lived value per call; boxing would only add an allocation"
+)]
 pub enum BashOutput {
     /// A started background job.
     Background {
@@ -213,12 +217,28 @@ fn resolve_workdir(base: Option<&Path>, workdir: Option<&str>) -> Option<PathBuf
     }
 }
 
+/// The folder for this call's output files: the caller session's, from the
+/// [`dsh_tools::OutputFolders`] service (none without a caller or the service, or when the
+/// folder cannot be made — the output is then only counted).
+fn output_dir(cx: &ToolRunContext) -> Option<PathBuf> {
+    let caller = cx.exec.caller.as_ref()?;
+    let folders = caller.ctx.get::<dsh_tools::OutputFolders>()?;
+    match folders.folder_for(caller.session.header()) {
+        Ok(dir) => Some(dir),
+        Err(e) => {
+            tracing::warn!(target: "dsh_tool_shell", "no folder for the output files: {e}");
+            None
+        }
+    }
+}
+
 const BASH_DESCRIPTION: &str = "Execute a bash command (`bash -c`) and return its stdout/stderr. \
 Each call runs in a fresh shell in its own process group: no state (cwd, variables, functions) \
 persists between calls — pass `workdir` instead of using `cd`. Stdin is closed, so interactive \
 prompts fail immediately. Processes the command leaves running are terminated when it ends. \
 Non-zero exits are reported as `[exit code: N]`. Long output keeps its head and tail with a \
-marker giving the omitted amount. Set `run_in_background: true` for long-running commands: the \
+marker giving the omitted amount and the path of a file holding the whole output (read or grep \
+it). Set `run_in_background: true` for long-running commands: the \
 call returns a job id immediately; read its output with `job_output` and stop it with `job_kill`.";
 
 /// The `bash` tool.
@@ -256,15 +276,17 @@ impl Tool for Bash {
         }
         let base = session_cwd(&cx);
         let workdir = resolve_workdir(base.as_deref(), args.workdir.as_deref());
+        let background = args.run_in_background == Some(true);
         let req = ShellExecRequest {
             command: args.command,
             workdir,
             timeout_ms: args.timeout_ms,
+            output_dir: if background { None } else { output_dir(&cx) },
             ..ShellExecRequest::default()
         };
         let ex = &self.executor;
         let spec = ex.resolve(req).map_err(|e| fail(&e))?;
-        if args.run_in_background == Some(true) {
+        if background {
             if !ex.config().enable_run_in_background {
                 return Err(ToolFailure::message(
                     "run_in_background is disabled for this deployment (enable_run_in_background: false)",

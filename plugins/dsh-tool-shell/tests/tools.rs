@@ -366,3 +366,61 @@ fn declared_effects_and_snake_case_settings() {
     );
     assert!(serde_json::from_value::<ShellConfig>(json!({"timeoutMs": 1000})).is_err());
 }
+
+/// With an [`dsh_tools::OutputFolders`] service the whole of a stream beyond the cap is stored in
+/// the session's folder and declared in the value; the content has one notice naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_stores_an_overflowing_stream_in_the_session_output_folder() {
+    let fx = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("spill");
+    let given = folder.clone();
+    fx.root
+        .provide(Arc::new(dsh_tools::OutputFolders::new(move |h| {
+            assert_eq!(h.id, "agent-out");
+            std::fs::create_dir_all(&given)?;
+            Ok(given.clone())
+        })))
+        .unwrap()
+        .detach();
+    let who = caller(&fx.root, "agent-out", dir.path());
+    let r = call(
+        &fx,
+        &who,
+        "bash",
+        json!({"command": "head -c 100000 /dev/zero | tr '\\0' z", "description": "Flood"}),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(!r.is_error(), "{}", text(&r));
+    let v = r.value().unwrap();
+    let path = v["stdout"]["outputFile"].as_str().unwrap().to_owned();
+    assert!(Path::new(&path).starts_with(&folder), "{path}");
+    assert_eq!(v["stdout"]["outputFileBytes"], json!(100_000));
+    assert_eq!(v["stdout"]["omittedBytes"], json!(36_000));
+    assert_eq!(v["stderr"].get("outputFile"), None);
+    assert_eq!(
+        dsh_tools::declared_output_files(Some(v)),
+        vec![path.as_str()]
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), vec![b'z'; 100_000]);
+    assert_eq!(
+        text(&r),
+        format!(
+            "{}\n[... 36000 bytes omitted. Showing first 32000 and last 32000 of 100000 bytes (1 line); full output in {path} (read/grep it) ...]\n{}",
+            "z".repeat(32_000),
+            "z".repeat(32_000)
+        )
+    );
+    // output within the cap keeps no file
+    let r = call(
+        &fx,
+        &who,
+        "bash",
+        json!({"command": "echo small", "description": "Echo"}),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(text(&r), "small\n");
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 1);
+}
