@@ -312,6 +312,23 @@ impl BlockAssembler {
         }
     }
 
+    /// True when block `index` is still open (seen, not yet closed by a `block-end`) and the
+    /// chunks fed so far assemble it to exactly `block` — that is, a `block-end {index, block}`
+    /// arriving now would change nothing: an assembler fed the same chunks without that
+    /// `block-end` returns the same blocks. False for an unseen or closed index, and for an open
+    /// block of a type the assembler cannot build from deltas. The agent loop uses it to leave
+    /// such redundant `block-end` chunks out of the session log (`docs/formats.md`, "Copies of
+    /// the content").
+    pub fn open_block_is(&self, index: u32, block: &ContentBlock) -> bool {
+        self.position(index)
+            .map(|p| &self.partials[p])
+            .is_some_and(|p| {
+                p.block.is_none()
+                    && p.type_tag() == block.type_tag()
+                    && p.assemble().is_ok_and(|b| &b == block)
+            })
+    }
+
     /// Number of distinct block indices seen so far (before any max-tokens drop).
     pub fn seen_blocks(&self) -> usize {
         self.partials.len()
