@@ -550,3 +550,42 @@ fn bytes_per_write_and_per_answer() {
     let report = env.verify(&env.log(&id));
     assert_eq!(report["ok"], json!(true), "{report}");
 }
+
+#[test]
+fn an_overwrite_of_a_9000_byte_file_stores_a_bounded_tool_result() {
+    let env = Env::new();
+    let old: String = (0..1_000).map(|i| format!("row {i:04}\n")).collect();
+    std::fs::write(env.proj.join("out.txt"), &old).unwrap();
+    let new: String = (0..1_000).map(|i| format!("ROW {i:04}\n")).collect();
+    assert_eq!((old.len(), new.len()), (9_000, 9_000));
+    let replay = Replay::start(json!([
+        {"tool_calls": [["read", {"file_path": "out.txt"}]]},
+        {"tool_calls": [["write", {"file_path": "out.txt", "content": new}]]},
+        {"text": "Done."},
+    ]));
+    let id = env.exec_new(&replay, "rewrite out.txt");
+    assert_eq!(
+        std::fs::read_to_string(env.proj.join("out.txt")).unwrap(),
+        new
+    );
+    let results: Vec<Value> = records(&env.log(&id))
+        .into_iter()
+        .filter(|r| r["type"] == "tool/result")
+        .collect();
+    assert_eq!(results.len(), 2);
+    let write = normalized(&results[1]);
+    let meta = &write["data"]["meta"];
+    // The path is the absolute path of the temporary project: its length is taken out.
+    let path_len = meta["path"].as_str().unwrap().len();
+    // The diff: headers `--- a/<path>` and `+++ b/<path>`, one hunk header, 2,000 lines.
+    assert_eq!(
+        meta["diffStat"],
+        json!({"addedLines": 1000, "removedLines": 1000, "diffBytes": 20_036 + 2 * path_len})
+    );
+    assert_eq!(meta.get("diff"), None);
+    // The record: 536 bytes plus the path twice (meta and result text); 22,516 plus the path
+    // four times while it held the whole diff (22,628 bytes with this 28-byte path).
+    let size = write.to_string().len() + 1;
+    eprintln!("write tool/result record: {size} bytes (path {path_len})");
+    assert_eq!(size, 536 + 2 * path_len);
+}
