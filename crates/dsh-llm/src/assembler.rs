@@ -1,7 +1,8 @@
 //! [`BlockAssembler`]: the one canonical chunk-to-message assembly algorithm.
 //!
-//! See docs/upstream/llm.md (Block assembler (exact algorithm)). The agent loop logs raw chunks for replay fidelity and
-//! feeds the same chunks here, then reads [`BlockAssembler::blocks`] /
+//! See docs/upstream/llm.md (Block assembler (exact algorithm)). The agent loop logs raw chunks
+//! (all but redundant `block-end`s, see [`BlockAssembler::open_block_is`]) and feeds every chunk
+//! here, then reads [`BlockAssembler::blocks`] /
 //! [`BlockAssembler::message`] / usage / finish once the stream ends, or
 //! [`BlockAssembler::interrupted_blocks`] when cancellation cut it short.
 //!
