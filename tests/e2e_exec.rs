@@ -259,7 +259,7 @@ fn tool_step() -> Vec<&'static str> {
         "step/start",
         "assistant/chunk:block-start",
         "assistant/chunk:tool-call-delta",
-        "assistant/chunk:block-end",
+        // no `block-end`: it would repeat the deltas (docs/formats.md, "Copies of the content")
         "assistant/chunk:usage",
         "assistant/chunk:finish",
         "assistant/message",
@@ -438,7 +438,6 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
         "step/start",
         "assistant/chunk:block-start",
         "assistant/chunk:text-delta",
-        "assistant/chunk:block-end",
         "assistant/chunk:usage",
         "assistant/chunk:finish",
         "assistant/message",

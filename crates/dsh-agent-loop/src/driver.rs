@@ -146,6 +146,37 @@ fn last_turn(session: &Session) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether a live chunk becomes a durable `assistant/chunk` event (`asm` = the step attempt's
+/// assembler before `chunk` is fed to it).
+///
+/// Left out of the log, while the assembler still gets them (docs/formats.md, "Copies of the
+/// content"):
+/// - a `block-end` whose block is exactly what the logged deltas of its index already assemble
+///   to ([`BlockAssembler::open_block_is`]): it repeats the whole block, and an assembler over
+///   the logged chunks without it gives the same blocks; its index is remembered in
+///   `closed_unlogged`;
+/// - a delta for such an index: the assembler ignores deltas of a closed block, so logging it
+///   would let a reader of the chunks (without the `block-end`) assemble a different block.
+///
+/// Every other chunk is logged, a `block-end` that differs from its deltas (or closes a block
+/// no delta opened) included. Upstream logs every chunk; this is a dsh difference of the writer
+/// only (docs/upstream/session.md, "Redundant block-end chunks").
+fn durable_chunk(
+    asm: &BlockAssembler,
+    closed_unlogged: &mut Vec<u32>,
+    chunk: &StreamChunk,
+) -> bool {
+    match chunk {
+        StreamChunk::BlockEnd { index, block } if asm.open_block_is(*index, block) => {
+            closed_unlogged.push(*index);
+            false
+        }
+        StreamChunk::TextDelta { index, .. }
+        | StreamChunk::ReasoningDelta { index, .. }
+        | StreamChunk::ToolCallDelta { index, .. } => !closed_unlogged.contains(index),
+        _ => true,
+    }
+}
 impl Runner {
     async fn turn(&self, agent: Agent, signal: CancellationToken) {
         let session = agent.session().clone();
@@ -600,6 +631,8 @@ impl Runner {
             let mut stream = llm.stream_scoped(Some(&key), opts);
             let mut asm = BlockAssembler::new();
             let mut seqs = Vec::new();
+            // Indices whose redundant `block-end` was left out of the log (see `durable_chunk`).
+            let mut closed_unlogged: Vec<u32> = Vec::new();
             let mut aborted = false;
             loop {
                 // Cancellation still wins over a ready chunk (checked before every poll), but
@@ -626,6 +659,10 @@ impl Runner {
                 if is_finish && signal.is_cancelled() {
                     aborted = true;
                     break;
+                }
+                if !durable_chunk(&asm, &mut closed_unlogged, &chunk) {
+                    asm.push_owned(chunk);
+                    continue;
                 }
                 let ev = session.append(
                     "assistant/chunk",

@@ -72,7 +72,7 @@ async fn text_turn_event_sequence() {
             "user/message",
             "request/header",
             "request/context",
-            "assistant/chunk*5",
+            "assistant/chunk*4",
             "assistant/message",
             "step/end",
             "turn/end",
@@ -113,19 +113,19 @@ async fn three_step_tool_turn() {
             "user/message",
             "request/header",
             "request/context",
-            "assistant/chunk*5",
+            "assistant/chunk*4",
             "assistant/message",
             "tool/call",
             "tool/result",
             "step/end",
             "step/start",
-            "assistant/chunk*5",
+            "assistant/chunk*4",
             "assistant/message",
             "tool/call",
             "tool/result",
             "step/end",
             "step/start",
-            "assistant/chunk*5",
+            "assistant/chunk*4",
             "assistant/message",
             "step/end",
             "turn/end",
@@ -335,7 +335,7 @@ async fn request_error_then_retry_success_stays_in_the_same_turn_and_step() {
             "user/message",
             "request/header",
             "request/context",
-            "assistant/chunk*6",
+            "assistant/chunk*5",
             "assistant/message",
             "step/end",
             "turn/end",
@@ -953,4 +953,150 @@ async fn the_step_limit_defaults_to_200_and_zero_turns_it_off() {
         turn_end_reasons(agent.session()),
         vec![json!({"kind":"completed"})]
     );
+}
+
+/// The logged chunks of the session as JSON values (turn, step and chunk).
+fn logged_chunks(session: &dsh_session::Session) -> Vec<serde_json::Value> {
+    session
+        .events()
+        .iter()
+        .filter_map(|e| match &e.data {
+            dsh_session::EventData::AssistantChunk(c) => {
+                Some(serde_json::to_value(&c.chunk).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_block_end_equal_to_its_logged_deltas_is_not_logged() {
+    let h = Harness::new(vec![
+        tool_calls(&[("c1", "echo", r#"{"text":"one"}"#)]),
+        text("done"),
+    ])
+    .await;
+    register_echo(&h, false);
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        logged_chunks(session),
+        vec![
+            json!({"type":"block-start","index":0,"blockType":"tool-call"}),
+            json!({"type":"tool-call-delta","index":0,"id":"c1","name":"echo","argumentsDelta":"{\"text\":\"one\"}"}),
+            json!({"type":"usage","usage":{"inputTokens":10,"outputTokens":5}}),
+            json!({"type":"finish","reason":{"kind":"tool-calls"}}),
+            json!({"type":"block-start","index":0,"blockType":"text"}),
+            json!({"type":"text-delta","index":0,"text":"done"}),
+            json!({"type":"usage","usage":{"inputTokens":10,"outputTokens":5}}),
+            json!({"type":"finish","reason":{"kind":"stop"}}),
+        ]
+    );
+    // The messages are those the block-ends carried.
+    let msgs = session.derive_messages();
+    assert_eq!(
+        msgs[1].content,
+        vec![ContentBlock::tool_call("c1", "echo", r#"{"text":"one"}"#)]
+    );
+    assert_eq!(msgs[3].text(), "done");
+    // The message's provenance lists the logged chunks only.
+    let sources: Vec<Vec<u64>> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "assistant/message")
+        .map(|e| e.source_event_seqs.clone().unwrap())
+        .collect();
+    let chunk_seqs: Vec<u64> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind.as_str() == "assistant/chunk")
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(
+        sources,
+        vec![chunk_seqs[..4].to_vec(), chunk_seqs[4..].to_vec()]
+    );
+}
+
+#[tokio::test]
+async fn a_block_end_that_differs_from_its_deltas_or_opens_its_block_is_logged() {
+    let h = Harness::new(vec![Resp::Chunks(vec![
+        StreamChunk::TextDelta {
+            index: 0,
+            text: "draft".into(),
+        },
+        // Differs from the delta: logged, and it wins.
+        StreamChunk::BlockEnd {
+            index: 0,
+            block: ContentBlock::text("final"),
+        },
+        // No delta opened index 1: logged.
+        StreamChunk::BlockEnd {
+            index: 1,
+            block: ContentBlock::text(" tail"),
+        },
+        finish(FinishReason::Stop),
+    ])])
+    .await;
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        logged_chunks(session),
+        vec![
+            json!({"type":"text-delta","index":0,"text":"draft"}),
+            json!({"type":"block-end","index":0,"block":{"type":"text","text":"final"}}),
+            json!({"type":"block-end","index":1,"block":{"type":"text","text":" tail"}}),
+            json!({"type":"finish","reason":{"kind":"stop"}}),
+        ]
+    );
+    assert_eq!(
+        session.derive_messages()[1].content,
+        vec![ContentBlock::text("final"), ContentBlock::text(" tail")]
+    );
+}
+
+#[tokio::test]
+async fn a_delta_after_an_unlogged_block_end_is_not_logged_either() {
+    let h = Harness::new(vec![Resp::Chunks(vec![
+        StreamChunk::TextDelta {
+            index: 0,
+            text: "kept".into(),
+        },
+        StreamChunk::BlockEnd {
+            index: 0,
+            block: ContentBlock::text("kept"),
+        },
+        // Ignored by the assembler (the block is closed); logged, it would make the logged
+        // chunks assemble to "kept late" without the block-end.
+        StreamChunk::TextDelta {
+            index: 0,
+            text: " late".into(),
+        },
+        finish(FinishReason::Stop),
+    ])])
+    .await;
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    let session = agent.session();
+    assert_eq!(
+        logged_chunks(session),
+        vec![
+            json!({"type":"text-delta","index":0,"text":"kept"}),
+            json!({"type":"finish","reason":{"kind":"stop"}}),
+        ]
+    );
+    assert_eq!(session.derive_messages()[1].text(), "kept");
+    // The logged chunks alone assemble to the message.
+    let mut asm = dsh_llm::BlockAssembler::new();
+    for e in session.events() {
+        if let dsh_session::EventData::AssistantChunk(c) = &e.data {
+            asm.push(&c.chunk);
+        }
+    }
+    assert_eq!(asm.blocks().unwrap(), vec![ContentBlock::text("kept")]);
 }

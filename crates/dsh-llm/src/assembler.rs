@@ -1,7 +1,8 @@
 //! [`BlockAssembler`]: the one canonical chunk-to-message assembly algorithm.
 //!
-//! See docs/upstream/llm.md (Block assembler (exact algorithm)). The agent loop logs raw chunks for replay fidelity and
-//! feeds the same chunks here, then reads [`BlockAssembler::blocks`] /
+//! See docs/upstream/llm.md (Block assembler (exact algorithm)). The agent loop logs raw chunks
+//! (all but redundant `block-end`s, see [`BlockAssembler::open_block_is`]) and feeds every chunk
+//! here, then reads [`BlockAssembler::blocks`] /
 //! [`BlockAssembler::message`] / usage / finish once the stream ends, or
 //! [`BlockAssembler::interrupted_blocks`] when cancellation cut it short.
 //!
@@ -310,6 +311,23 @@ impl BlockAssembler {
         for c in chunks {
             self.push(c);
         }
+    }
+
+    /// True when block `index` is still open (seen, not yet closed by a `block-end`) and the
+    /// chunks fed so far assemble it to exactly `block` — that is, a `block-end {index, block}`
+    /// arriving now would change nothing: an assembler fed the same chunks without that
+    /// `block-end` returns the same blocks. False for an unseen or closed index, and for an open
+    /// block of a type the assembler cannot build from deltas. The agent loop uses it to leave
+    /// such redundant `block-end` chunks out of the session log (`docs/formats.md`, "Copies of
+    /// the content").
+    pub fn open_block_is(&self, index: u32, block: &ContentBlock) -> bool {
+        self.position(index)
+            .map(|p| &self.partials[p])
+            .is_some_and(|p| {
+                p.block.is_none()
+                    && p.type_tag() == block.type_tag()
+                    && p.assemble().is_ok_and(|b| &b == block)
+            })
     }
 
     /// Number of distinct block indices seen so far (before any max-tokens drop).

@@ -418,3 +418,43 @@ fn unknown_chunk_types_are_ignored() {
     let a = feed(&[other, text(0, "x")]);
     assert_eq!(a.blocks().unwrap(), vec![ContentBlock::text("x")]);
 }
+
+#[test]
+fn open_block_is_true_only_for_an_open_block_its_chunks_already_assemble_to() {
+    let mut a = BlockAssembler::new();
+    assert!(!a.open_block_is(0, &ContentBlock::text("")), "unseen index");
+    a.push(&start(0, "text"));
+    assert!(a.open_block_is(0, &ContentBlock::text("")));
+    a.push(&text(0, "Hel"));
+    a.push(&text(0, "lo"));
+    assert!(a.open_block_is(0, &ContentBlock::text("Hello")));
+    assert!(!a.open_block_is(0, &ContentBlock::text("Hell")));
+    assert!(
+        !a.open_block_is(0, &ContentBlock::reasoning("Hello")),
+        "other type"
+    );
+    a.push(&StreamChunk::ToolCallDelta {
+        index: 1,
+        id: CallId::new("c1"),
+        name: Some("bash".into()),
+        arguments_delta: "{\"a\":".into(),
+    });
+    a.push(&StreamChunk::ToolCallDelta {
+        index: 1,
+        id: CallId::new("c1"),
+        name: None,
+        arguments_delta: "1}".into(),
+    });
+    assert!(a.open_block_is(1, &ContentBlock::tool_call("c1", "bash", "{\"a\":1}")));
+    assert!(!a.open_block_is(1, &ContentBlock::tool_call("c2", "bash", "{\"a\":1}")));
+    assert!(!a.open_block_is(1, &ContentBlock::tool_call("c1", "read", "{\"a\":1}")));
+    // Once closed, no block-end is redundant any more.
+    a.push(&StreamChunk::BlockEnd {
+        index: 0,
+        block: ContentBlock::text("Hello"),
+    });
+    assert!(!a.open_block_is(0, &ContentBlock::text("Hello")));
+    // An open block of a type deltas cannot build.
+    a.push(&start(2, "image"));
+    assert!(!a.open_block_is(2, &ContentBlock::text("")));
+}

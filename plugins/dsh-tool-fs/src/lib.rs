@@ -21,6 +21,8 @@
 //!   `{path, operation, diff}`; edit → `{path, replacements, diff}` where `diff` is a unified
 //!   diff (3 lines of context) of the LF-normalised text, long lines cut to the change plus
 //!   [`dsh_fs::text::DIFF_CONTEXT_BYTES`] on each side (see [`dsh_fs::text::unified_diff`]).
+//!   A `write` whose diff is longer than [`WRITE_DIFF_MAX_BYTES`] stores
+//!   `{path, operation, diffStat: {addedLines, removedLines, diffBytes}}` instead.
 //!
 //! Settings section `dsh-tool-fs` (snake_case keys, all optional, unknown keys rejected):
 //! `workspace`, `read_limit`, `read_max_line_length`, `read_max_bytes`, `max_read_file_bytes`,
@@ -30,8 +32,8 @@
 mod tools;
 
 pub use tools::{
-    EditArgs, EditValue, FsToolsConfig, LineValue, ReadArgs, ReadValue, WriteArgs, WriteValue,
-    fs_failure, lang_from_path,
+    EditArgs, EditValue, FsToolsConfig, LineValue, ReadArgs, ReadValue, WRITE_DIFF_MAX_BYTES,
+    WriteArgs, WriteValue, fs_failure, lang_from_path,
 };
 
 /// The plugin id (= package name).

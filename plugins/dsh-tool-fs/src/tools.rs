@@ -477,7 +477,15 @@ impl Tool for Write {
             .as_deref()
             .map(|b| text::unified_diff(&v.path, b, &v.after))
             .unwrap_or_default();
-        Some(json!({"path": v.path, "operation": v.operation, "diff": diff}))
+        if diff.len() <= WRITE_DIFF_MAX_BYTES {
+            return Some(json!({"path": v.path, "operation": v.operation, "diff": diff}));
+        }
+        let (added, removed) = diff_line_counts(&diff);
+        Some(json!({
+            "path": v.path,
+            "operation": v.operation,
+            "diffStat": {"addedLines": added, "removedLines": removed, "diffBytes": diff.len()},
+        }))
     }
 
     fn present_call(&self, a: &WriteArgs) -> Option<serde_json::Value> {
@@ -488,6 +496,25 @@ impl Tool for Write {
             "locations": [{"path": a.file_path}],
         }))
     }
+}
+
+/// The largest unified diff (bytes) a `write`'s `meta.diff` stores. A larger diff — a file
+/// replaced by very different text — would be one more copy of the content in the session log
+/// (the `tool/call` arguments hold the new text already), so the meta holds its
+/// `diffStat {addedLines, removedLines, diffBytes}` instead. A dsh rule; upstream stores a
+/// `diffs` list (docs/tools.md, "File tools").
+pub const WRITE_DIFF_MAX_BYTES: usize = 8 * 1024;
+
+/// `(added, removed)` lines of a [`text::unified_diff`]: its `+`/`-` lines after the two header
+/// lines (`--- a/…`, `+++ b/…`, which only open the diff).
+fn diff_line_counts(diff: &str) -> (usize, usize) {
+    diff.lines()
+        .skip(2)
+        .fold((0, 0), |(a, r), l| match l.as_bytes().first() {
+            Some(b'+') => (a + 1, r),
+            Some(b'-') => (a, r + 1),
+            _ => (a, r),
+        })
 }
 
 fn snapshot(lf: &str) -> Option<Arc<str>> {

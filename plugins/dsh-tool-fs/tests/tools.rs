@@ -436,3 +436,44 @@ async fn declared_effects_and_snake_case_settings() {
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overwriting_a_9000_byte_file_stores_a_bounded_meta() {
+    let h = h().await;
+    let old: String = (0..1_000).map(|i| format!("row {i:04}\n")).collect();
+    assert_eq!(old.len(), 9_000);
+    fs::write(h.p("big.txt"), &old).unwrap();
+    let d = h.d("big.txt");
+
+    // Every line replaced: the 20 KB diff would be one more copy of the content; a summary.
+    h.call("read", json!({"file_path": "big.txt"})).await;
+    let new: String = (0..1_000).map(|i| format!("ROW {i:04}\n")).collect();
+    let r = h
+        .call("write", json!({"file_path": "big.txt", "content": new}))
+        .await;
+    assert!(!r.is_error(), "{}", text(&r));
+    assert_eq!(fs::read_to_string(h.p("big.txt")).unwrap(), new);
+    // headers (`--- a/<d>`, `+++ b/<d>`), one hunk header, 1,000 `-` and 1,000 `+` lines
+    let diff_bytes = 2 * (6 + d.len() + 1) + "@@ -1,1000 +1,1000 @@\n".len() + 2 * 10_000;
+    assert!(diff_bytes > dsh_tool_fs::WRITE_DIFF_MAX_BYTES);
+    let meta = r.meta().cloned().unwrap();
+    assert_eq!(
+        meta,
+        json!({"path": d, "operation": "update", "diffStat": {"addedLines": 1000, "removedLines": 1000, "diffBytes": diff_bytes}})
+    );
+    assert!(meta.to_string().len() < 200 + d.len(), "{meta}");
+
+    // One line changed: the diff is small and stored whole.
+    h.call("read", json!({"file_path": "big.txt"})).await;
+    let edited = new.replace("ROW 0499\n", "ROW 0499 changed\n");
+    let r = h
+        .call("write", json!({"file_path": "big.txt", "content": edited}))
+        .await;
+    assert!(!r.is_error(), "{}", text(&r));
+    assert_eq!(
+        r.meta().cloned(),
+        Some(json!({"path": d, "operation": "update", "diff": format!(
+            "--- a/{d}\n+++ b/{d}\n@@ -497,7 +497,7 @@\n ROW 0496\n ROW 0497\n ROW 0498\n-ROW 0499\n+ROW 0499 changed\n ROW 0500\n ROW 0501\n ROW 0502\n"
+        )}))
+    );
+}
