@@ -18,46 +18,18 @@
 
 mod common;
 use common::dsh_bin;
+use common::e2e::Replay;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
-use serde_json::{Value, json};
+use dsh_test_support::RecordedRequest;
+use serde_json::json;
 
 /// "Did not hang" bound for one dsh run.
 const HANG_LIMIT: Duration = Duration::from_secs(60);
-
-/// The replay provider on its own runtime (the test thread stays synchronous).
-struct Replay {
-    server: ReplayServer,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl Replay {
-    fn start(responses: Value) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let script = Script::from_json(&responses.to_string()).unwrap();
-        let server = rt
-            .block_on(ReplayServer::start(script, ReplayOptions::default()))
-            .unwrap();
-        Self { server, _rt: rt }
-    }
-
-    fn chat_requests(&self) -> Vec<RecordedRequest> {
-        self.server
-            .requests()
-            .into_iter()
-            .filter(|r| r.path.ends_with("/chat/completions"))
-            .collect()
-    }
-}
 
 /// The runtime-context snapshot messages of one request (user messages starting with the
 /// snapshot heading), in order.

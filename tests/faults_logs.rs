@@ -12,98 +12,51 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
-use common::dsh_bin;
+use common::e2e::{Replay, Sandbox, code, text};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use dsh_persistence::SessionPersistence;
 use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
 use dsh_session::{Session, json_equiv};
-use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
 use serde_json::{Value, json};
 
 const API_KEY: &str = "sk-faults-logs-0000";
 /// "Did not hang" bound for one dsh run.
 const HANG_LIMIT: Duration = Duration::from_secs(120);
 
-/// The replay provider on its own runtime (the test thread stays synchronous).
-struct Replay {
-    server: ReplayServer,
-    _rt: tokio::runtime::Runtime,
+/// Runs `cmd` with this file's hang guard.
+fn run(cmd: Command) -> Output {
+    common::e2e::run(cmd, HANG_LIMIT)
 }
 
-impl Replay {
-    fn start(responses: Value) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let script = Script::from_json(&responses.to_string()).unwrap();
-        let server = rt
-            .block_on(ReplayServer::start(script, ReplayOptions::default()))
-            .unwrap();
-        Self { server, _rt: rt }
-    }
+/// The shared sandbox plus this file's helpers.
+struct Env(Sandbox);
 
-    fn url(&self) -> String {
-        self.server.base_url()
-    }
+impl std::ops::Deref for Env {
+    type Target = Sandbox;
 
-    fn chat_requests(&self) -> Vec<RecordedRequest> {
-        self.server
-            .requests()
-            .into_iter()
-            .filter(|r| r.path.ends_with("/chat/completions"))
-            .collect()
+    fn deref(&self) -> &Sandbox {
+        &self.0
     }
-}
-
-/// A temporary `$DSH_HOME` and a project directory.
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    proj: PathBuf,
 }
 
 impl Env {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let home = root.join("dsh-home");
-        let proj = root.join("proj");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&proj).unwrap();
-        Self {
-            _tmp: tmp,
-            home,
-            proj,
-        }
+        Self(Sandbox::new())
     }
 
+    /// `dsh <args>` in the workspace with the hermetic environment and this file's key.
     fn dsh(&self, url: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(dsh_bin());
-        cmd.args(args)
-            .current_dir(&self.proj)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("DSH_HOME", &self.home)
-            .env("DEEPSEEK_BASE_URL", url)
-            .env("DEEPSEEK_API_KEY", API_KEY)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        self.0.dsh(url, API_KEY, args)
     }
 
     fn log(&self, id: &str) -> PathBuf {
         dsh_persistence_jsonl::log_path(
             &self.home.join("sessions"),
-            Some(self.proj.to_str().unwrap()),
+            Some(self.repo.to_str().unwrap()),
             id,
         )
         .unwrap()
@@ -135,34 +88,6 @@ impl Env {
         ));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
     }
-}
-
-/// Runs `cmd` to completion (stdin closed), killing it and failing if it hangs.
-fn run(mut cmd: Command) -> Output {
-    let child = cmd.spawn().unwrap();
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(HANG_LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("dsh did not finish within {HANG_LIMIT:?}");
-        }
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).unwrap()
-}
-
-fn code(s: ExitStatus) -> i32 {
-    s.code()
-        .unwrap_or_else(|| panic!("dsh died from a signal: {s}"))
 }
 
 /// The record lines of a JSONL log (header excluded), parsed.
@@ -228,8 +153,8 @@ fn inject_unmodeled(records: &mut [Value]) -> usize {
 #[test]
 fn a_log_with_unmodeled_fields_verifies_resumes_and_rewrites_to_equal_json() {
     let env = Env::new();
-    std::fs::write(env.proj.join("a.txt"), "hello\n").unwrap();
-    let a = env.proj.join("a.txt").display().to_string();
+    std::fs::write(env.repo.join("a.txt"), "hello\n").unwrap();
+    let a = env.repo.join("a.txt").display().to_string();
     let replay = Replay::start(json!([
         {"tool_calls": [["read", {"file_path": a}]]},
         {"text": "It says hello."},
@@ -309,7 +234,7 @@ fn a_log_with_unmodeled_fields_verifies_resumes_and_rewrites_to_equal_json() {
 fn a_resumed_large_session_equals_the_saved_one() {
     let env = Env::new();
     let content: String = (0..4_000).map(|i| format!("line {i}\n")).collect();
-    let out_txt = env.proj.join("out.txt").display().to_string();
+    let out_txt = env.repo.join("out.txt").display().to_string();
     let mut script = Vec::new();
     for _ in 0..3 {
         script.push(json!({"tool_calls": [["write", {"file_path": out_txt, "content": content}]]}));
@@ -555,7 +480,7 @@ fn bytes_per_write_and_per_answer() {
 fn an_overwrite_of_a_9000_byte_file_stores_a_bounded_tool_result() {
     let env = Env::new();
     let old: String = (0..1_000).map(|i| format!("row {i:04}\n")).collect();
-    std::fs::write(env.proj.join("out.txt"), &old).unwrap();
+    std::fs::write(env.repo.join("out.txt"), &old).unwrap();
     let new: String = (0..1_000).map(|i| format!("ROW {i:04}\n")).collect();
     assert_eq!((old.len(), new.len()), (9_000, 9_000));
     let replay = Replay::start(json!([
@@ -565,7 +490,7 @@ fn an_overwrite_of_a_9000_byte_file_stores_a_bounded_tool_result() {
     ]));
     let id = env.exec_new(&replay, "rewrite out.txt");
     assert_eq!(
-        std::fs::read_to_string(env.proj.join("out.txt")).unwrap(),
+        std::fs::read_to_string(env.repo.join("out.txt")).unwrap(),
         new
     );
     let results: Vec<Value> = records(&env.log(&id))

@@ -10,6 +10,7 @@
 
 mod common;
 use common::dsh_bin;
+use common::e2e::{Replay, Sandbox, code, json_lines, text};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,83 +20,37 @@ use std::time::{Duration, Instant};
 
 use dsh_persistence::{RepairReport, SessionPersistence};
 use dsh_persistence_jsonl::{JsonlConfig, jsonl_persistence};
-use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
+use dsh_test_support::RecordedRequest;
 use serde_json::{Value, json};
 
 const API_KEY: &str = "sk-faults-loop";
 /// "Did not hang" bound for one dsh run (generous; runs take well under a second).
 const HANG_LIMIT: Duration = Duration::from_secs(60);
 
-/// The replay provider on its own runtime (the test thread stays synchronous).
-struct Replay {
-    server: ReplayServer,
-    _rt: tokio::runtime::Runtime,
+/// Runs `cmd` with this file's hang guard.
+fn run(cmd: Command) -> Output {
+    common::e2e::run(cmd, HANG_LIMIT)
 }
 
-impl Replay {
-    fn start(responses: Value) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let script = Script::from_json(&responses.to_string()).unwrap();
-        let server = rt
-            .block_on(ReplayServer::start(script, ReplayOptions::default()))
-            .unwrap();
-        Self { server, _rt: rt }
-    }
+/// The shared sandbox plus this file's helpers.
+struct Env(Sandbox);
 
-    fn url(&self) -> String {
-        self.server.base_url()
-    }
+impl std::ops::Deref for Env {
+    type Target = Sandbox;
 
-    fn chat_requests(&self) -> Vec<RecordedRequest> {
-        self.server
-            .requests()
-            .into_iter()
-            .filter(|r| r.path.ends_with("/chat/completions"))
-            .collect()
+    fn deref(&self) -> &Sandbox {
+        &self.0
     }
-}
-
-/// A temporary `$DSH_HOME` and an empty workspace directory.
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    repo: PathBuf,
 }
 
 impl Env {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let home = root.join("dsh-home");
-        let repo = root.join("proj");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&repo).unwrap();
-        Self {
-            _tmp: tmp,
-            home,
-            repo,
-        }
+        Self(Sandbox::new())
     }
 
-    /// `dsh <args>` in the workspace with a hermetic environment.
+    /// `dsh <args>` in the workspace with the hermetic environment and this file's key.
     fn dsh(&self, url: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(dsh_bin());
-        cmd.args(args)
-            .current_dir(&self.repo)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("DSH_HOME", &self.home)
-            .env("DEEPSEEK_BASE_URL", url)
-            .env("DEEPSEEK_API_KEY", API_KEY)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        self.0.dsh(url, API_KEY, args)
     }
 
     fn store(&self) -> std::sync::Arc<dsh_persistence_jsonl::JsonlPersistence> {
@@ -104,41 +59,6 @@ impl Env {
             ..JsonlConfig::default()
         })
     }
-}
-
-/// Runs `cmd` to completion, killing it and failing if it hangs.
-fn run(mut cmd: Command) -> Output {
-    let child = cmd.spawn().unwrap();
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(HANG_LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("dsh did not finish within {HANG_LIMIT:?}");
-        }
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).unwrap()
-}
-
-fn code(s: ExitStatus) -> i32 {
-    s.code()
-        .unwrap_or_else(|| panic!("dsh died from a signal: {s}"))
-}
-
-fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    text(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 /// The tool-result texts of a recorded chat request, in order.

@@ -10,48 +10,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
-use common::dsh_bin;
+use common::e2e::{Replay, Sandbox, text};
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dsh_test_support::{ReplayOptions, ReplayServer, Script};
 use serde_json::{Value, json};
 
 const API_KEY: &str = "sk-faults-provider";
 /// "Did not hang" bound for one dsh run.
 const HANG_LIMIT: Duration = Duration::from_secs(60);
-
-/// The replay provider on its own runtime (the test thread stays synchronous).
-struct Replay {
-    server: ReplayServer,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl Replay {
-    fn start(responses: Value) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let script = Script::from_json(&responses.to_string()).unwrap();
-        let server = rt
-            .block_on(ReplayServer::start(script, ReplayOptions::default()))
-            .unwrap();
-        Self { server, _rt: rt }
-    }
-
-    fn url(&self) -> String {
-        self.server.base_url()
-    }
-}
 
 /// A loopback listener that accepts connections, reads what they send and never answers.
 /// Returns its URL and the number of connections accepted so far.
@@ -79,42 +52,25 @@ fn dead_url() -> String {
     format!("http://{}", l.local_addr().unwrap())
 }
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    work: PathBuf,
+/// The shared sandbox plus this file's helpers.
+struct Env(Sandbox);
+
+impl std::ops::Deref for Env {
+    type Target = Sandbox;
+
+    fn deref(&self) -> &Sandbox {
+        &self.0
+    }
 }
 
 impl Env {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let home = root.join("dsh-home");
-        let work = root.join("work");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        Self {
-            _tmp: tmp,
-            home,
-            work,
-        }
+        Self(Sandbox::new())
     }
 
-    /// `dsh <args>` with a hermetic environment, `DEEPSEEK_BASE_URL=url` and the test key.
+    /// `dsh <args>` in the workspace with the hermetic environment and this file's key.
     fn dsh(&self, url: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(dsh_bin());
-        cmd.args(args)
-            .current_dir(&self.work)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("DSH_HOME", &self.home)
-            .env("DEEPSEEK_BASE_URL", url)
-            .env("DEEPSEEK_API_KEY", API_KEY)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        self.0.dsh(url, API_KEY, args)
     }
 
     /// The one stored session log, parsed.
@@ -159,10 +115,6 @@ fn run(mut cmd: Command) -> (Output, Duration) {
             panic!("dsh did not finish within {HANG_LIMIT:?}");
         }
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).unwrap()
 }
 
 fn code(out: &Output) -> i32 {
@@ -410,7 +362,7 @@ fn call_without_id(name: &str, args: &str) -> Value {
 #[test]
 fn synthesised_call_ids_are_unique_and_an_empty_name_is_not_replayed() {
     let env = Env::new();
-    std::fs::write(env.work.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(env.repo.join("a.txt"), "alpha\n").unwrap();
     let replay = Replay::start(json!([
         call_without_id("read", "{\"file_path\":\"a.txt\"}"),
         call_without_id("read", "{\"file_path\":\"a.txt\"}"),

@@ -20,97 +20,46 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
-use common::dsh_bin;
+use common::e2e::{Replay, Sandbox, code, text};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dsh_test_support::{RecordedRequest, ReplayOptions, ReplayServer, Script};
 use serde_json::{Value, json};
 
 /// "Did not hang" bound for one dsh run (generous; runs take well under a second).
 const HANG_LIMIT: Duration = Duration::from_secs(120);
 
+/// Runs `cmd` with this file's hang guard.
+fn run(cmd: Command) -> Output {
+    common::e2e::run(cmd, HANG_LIMIT)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Harness (trimmed copy of `e2e_exec.rs`)
 // ---------------------------------------------------------------------------------------------
 
-/// The replay provider on its own runtime (the test thread stays synchronous).
-struct Replay {
-    server: ReplayServer,
-    _rt: tokio::runtime::Runtime,
-}
+/// The shared sandbox plus this file's helpers.
+struct Env(Sandbox);
 
-impl Replay {
-    fn start(responses: Value) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let script = Script::from_json(&responses.to_string()).unwrap();
-        let server = rt
-            .block_on(ReplayServer::start(script, ReplayOptions::default()))
-            .unwrap();
-        Self { server, _rt: rt }
+impl std::ops::Deref for Env {
+    type Target = Sandbox;
+
+    fn deref(&self) -> &Sandbox {
+        &self.0
     }
-
-    fn url(&self) -> String {
-        self.server.base_url()
-    }
-
-    fn chat_requests(&self) -> Vec<RecordedRequest> {
-        self.server
-            .requests()
-            .into_iter()
-            .filter(|r| r.path.ends_with("/chat/completions"))
-            .collect()
-    }
-}
-
-/// A temporary `$DSH_HOME` and a workspace directory.
-struct Env {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    home: PathBuf,
-    repo: PathBuf,
 }
 
 impl Env {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let home = root.join("dsh-home");
-        let repo = root.join("proj");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&repo).unwrap();
-        std::fs::create_dir_all(root.join("tmp")).unwrap();
-        Self {
-            _tmp: tmp,
-            root,
-            home,
-            repo,
-        }
+        Self(Sandbox::new())
     }
 
-    /// `dsh <args>` in the workspace with a hermetic environment.
+    /// `dsh <args>` in the workspace with the hermetic environment and this file's key.
     fn dsh(&self, url: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(dsh_bin());
-        cmd.args(args)
-            .current_dir(&self.repo)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("DSH_HOME", &self.home)
-            .env("TMPDIR", self.root.join("tmp"))
-            .env("DEEPSEEK_BASE_URL", url)
-            .env("DEEPSEEK_API_KEY", "sk-faults-store")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        self.0.dsh(url, "sk-faults-store", args)
     }
 
     /// Every file under `dir`, recursively, sorted.
@@ -143,34 +92,6 @@ impl Env {
         assert_eq!(logs.len(), 1, "{logs:?}");
         logs[0].clone()
     }
-}
-
-/// Runs `cmd` to completion, killing it and failing if it hangs.
-fn run(mut cmd: Command) -> Output {
-    let child = cmd.spawn().unwrap();
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(HANG_LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("dsh did not finish within {HANG_LIMIT:?}");
-        }
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn code(s: ExitStatus) -> i32 {
-    s.code()
-        .unwrap_or_else(|| panic!("dsh died from a signal: {s}"))
 }
 
 /// The stored log's lines whose `type` is `kind`.

@@ -1,5 +1,6 @@
 //! Helpers shared by the test binaries that drive the built `dsh` binary (`e2e_exec`,
-//! `loop_torture`).
+//! `loop_torture`, the `faults_*` files); [`e2e`] has the replay provider, the sandbox and the
+//! hang-guarded runner.
 //!
 //! Locating the binary: cargo does not build the binaries of other packages for an integration
 //! test, so the first caller in a test process runs `$CARGO build -p dsh --bin dsh` into the
@@ -11,6 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+
+pub mod e2e;
 
 /// Path of the `dsh` binary (built once per test process; see below).
 pub fn dsh_bin() -> &'static Path {
