@@ -132,9 +132,23 @@ pub async fn terminate_group(pgid: u32, grace: Duration) -> bool {
     if !group_or_leader_alive(pgid) {
         return false;
     }
+    // A child that had not made its group yet when SIGTERM went out gets it again once the
+    // group exists (once only: a second SIGTERM can mean "force" to a program that handles it).
+    let mut group_missing = group_members(pgid).is_empty();
     signal_group(pgid, Signal::TERM);
-    if wait_group_gone(pgid, grace).await {
-        return true;
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        if !group_or_leader_alive(pgid) {
+            return true;
+        }
+        if group_missing && !group_members(pgid).is_empty() {
+            group_missing = false;
+            signal_group(pgid, Signal::TERM);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
     }
     signal_group(pgid, Signal::KILL);
     wait_group_gone(pgid, Duration::from_secs(1)).await;
