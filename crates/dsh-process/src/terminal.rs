@@ -20,6 +20,11 @@ pub const TERMINAL_MARKERS: &[&str] = &[
     "not a tty",
     "no tty present",
     "error opening terminal",
+    // vim and other full-screen programs started directly
+    "is not from a terminal",
+    "is not to a terminal",
+    // git ran the non-interactive editor (`GIT_EDITOR=true`) for a commit message
+    "aborting commit due to empty commit message",
 ];
 
 /// The note a tool result carries when [`wanted_terminal`] is true (one line).
@@ -52,6 +57,9 @@ mod tests {
             "sudo: a terminal is required to read the password; either use the -S option",
             "the input device is not a TTY",
             "Error opening terminal: dumb.",
+            "Vim: Warning: Output is not to a terminal",
+            "Vim: Warning: Input is not from a terminal",
+            "Aborting commit due to empty commit message.",
         ];
         for c in cases {
             assert!(wanted_terminal(true, "", c), "{c}");

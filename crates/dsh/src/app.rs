@@ -146,6 +146,19 @@ fn kernel_for(config: &Config) -> Result<Kernel> {
 
 /// A core service is missing after boot: the plugin that provides it was disabled or is not in
 /// the harness's preset (a configuration error, exit 2).
+/// The message of a boot failure: one line per failed plugin, `plugin <id>: <error>` (the
+/// kernel's own wording counts the failures, which reads as noise for the usual single one).
+fn start_failure(e: &dsh_kernel::KernelError) -> String {
+    match e {
+        dsh_kernel::KernelError::PluginFailed { failures } => failures
+            .iter()
+            .map(|(id, err)| format!("plugin {id}: {err}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => format!("plugins failed to start: {other}"),
+    }
+}
+
 fn missing_core(e: &dsh_kernel::KernelError, plugin: &str) -> anyhow::Error {
     UsageError(format!(
         "{e}: the `{plugin}` plugin provides it; it is disabled (plugins.disable) or not in this \
@@ -168,7 +181,7 @@ impl App {
         if let Err(e) = kernel.boot_with(&config.plugins).await {
             // Plugins fail to start on configuration they cannot use (a provider without a
             // base_url, an invalid section): a configuration error, exit 2.
-            return Err(UsageError(format!("plugins failed to start: {e}")).into());
+            return Err(UsageError(start_failure(&e)).into());
         }
         // Every backend plugin is applied now: open the configured one (fail early on a bad name).
         if let Some(persistence) = kernel.root().get::<PersistenceService>() {

@@ -249,12 +249,27 @@ fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result
                 e["origin"].as_str().unwrap_or_default()
             ));
         }
-        if !defaults.is_empty() {
-            text.push(format!("  (defaults: {})", defaults.join(", ")));
+        // Keys left at their defaults, with the value the settings type's schema documents
+        // (`null` where the plugin decides at start, e.g. an unset optional).
+        let schema = (spec.schema)();
+        let mut default_values = serde_json::Map::new();
+        for k in &defaults {
+            let value = schema
+                .get("properties")
+                .and_then(|props| props.get(k))
+                .and_then(|prop| prop.get("default"))
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            if value.is_null() {
+                text.push(format!("  {k}    # unset: the plugin's built-in behaviour"));
+            } else {
+                text.push(format!("  {k} = {value}    # default"));
+            }
+            default_values.insert(k.clone(), value);
         }
         plugins.insert(
             p.id.to_owned(),
-            json!({"set": entries, "defaults": defaults}),
+            json!({"set": entries, "defaults": default_values}),
         );
     }
     if as_json {
