@@ -490,3 +490,61 @@ fn invalid_utf8_and_missing_usage_do_not_fail_the_turn() {
     assert_eq!(result["usage"]["outputTokens"], 2);
     assert!(result["usage"]["inputTokens"].as_u64().unwrap() > 0);
 }
+
+/// A loopback server that answers every request with SSE headers and one text delta
+/// (`"Hel"`), then stalls. Returns its URL.
+fn stalling_server() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let _ = s.read(&mut buf);
+                let _ = std::io::Write::write_all(
+                    &mut s,
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+                      data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+                );
+                while matches!(s.read(&mut buf), Ok(k) if k > 0) {}
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn a_failed_attempts_partial_answer_never_reaches_a_piped_stdout() {
+    let env = Env::new();
+    let url = stalling_server();
+    let out = run(env.dsh(
+        &url,
+        &[
+            "-c",
+            "providers.deepseek.stream_idle_timeout_ms=300",
+            "-c",
+            "agent.max_timeout_retries=1",
+            "-c",
+            "plugins.dsh-llm-retry.backoff.initial_delay_ms=50",
+            "exec",
+            "--ephemeral",
+            "hi",
+        ],
+    ))
+    .0;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 1, "{stderr}");
+    // Before: "Hel\nHel\n" — each failed attempt's partial text was written to stdout.
+    assert_eq!(text(&out.stdout), "", "{stderr}");
+    let cause = format!(
+        "deepseek: POST {url}/chat/completions timed out after 300 ms without data from the \
+         provider (stream_idle_timeout_ms = 300) (TIMEOUT)"
+    );
+    let discarded: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("  ✗ a partial answer was discarded"))
+        .collect();
+    let line = format!("  ✗ a partial answer was discarded: {cause}");
+    assert_eq!(discarded, [line.as_str(), line.as_str()], "{stderr}");
+}

@@ -4,7 +4,7 @@
 //! wait refused as too long (see [`retry_line`]), and `  ! <text>` per provider notice (invalid
 //! UTF-8 from the provider).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
 use dsh_kernel::{Context, ListenOptions, Registration};
@@ -26,6 +26,28 @@ pub enum Format {
 struct State {
     /// The last byte written to stdout was not a newline.
     mid_line: bool,
+    /// Stdout is not a terminal: answer text is held per attempt and written when the attempt
+    /// completes, so a script reading stdout never sees the partial text of a failed attempt.
+    buffered: bool,
+    /// Held answer text of the current attempt (only when `buffered`).
+    pending: String,
+}
+
+impl State {
+    fn write_out(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        self.mid_line = !text.ends_with('\n');
+    }
+
+    fn flush_pending(&mut self) {
+        let text = std::mem::take(&mut self.pending);
+        self.write_out(&text);
+    }
 }
 
 /// A renderer's listeners (session events and retry notices); dropping it stops rendering.
@@ -45,7 +67,10 @@ pub fn attach(
     id: String,
     format: Format,
 ) -> Result<(Attached, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
-    let state = Arc::new(Mutex::new(State::default()));
+    let state = Arc::new(Mutex::new(State {
+        buffered: !std::io::stdout().is_terminal(),
+        ..State::default()
+    }));
     let mid = Arc::new(Mutex::new(false));
     let mid_out = mid.clone();
     let retry_id = id.clone();
@@ -144,13 +169,29 @@ fn render_text(st: &mut State, event: &SessionEvent) {
     match &event.data {
         EventData::AssistantChunk(c) => match &c.chunk {
             StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
-                st.mid_line = !text.ends_with('\n');
+                if st.buffered {
+                    st.pending.push_str(text);
+                } else {
+                    st.write_out(text);
+                }
             }
             StreamChunk::Finish { reason, .. } => {
-                if let Some(failure) = reason.failure()
+                let failure = reason.failure();
+                if let Some(failure) = &failure
+                    && !st.pending.is_empty()
+                {
+                    // A failed attempt's partial text never reaches a piped stdout.
+                    st.pending.clear();
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(
+                        err,
+                        "  ✗ a partial answer was discarded: {} ({})",
+                        failure.message, failure.code
+                    );
+                } else {
+                    st.flush_pending();
+                }
+                if let Some(failure) = failure
                     && st.mid_line
                 {
                     // A failed attempt after partial text: end that text so a retried answer
@@ -170,6 +211,7 @@ fn render_text(st: &mut State, event: &SessionEvent) {
             _ => {}
         },
         EventData::ToolCall(c) => {
+            st.flush_pending();
             if st.mid_line {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(b"\n");
@@ -205,6 +247,7 @@ fn render_text(st: &mut State, event: &SessionEvent) {
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "  ✗ {first}");
         }
+        EventData::TurnEnd(_) | EventData::AssistantMessage(_) => st.flush_pending(),
         _ => {}
     }
 }
