@@ -223,7 +223,14 @@ impl ToolRegistry {
 fn not_an_object(args: &serde_json::Value) -> Option<&'static str> {
     use serde_json::Value;
     match args {
-        Value::Object(_) | Value::String(_) => None,
+        Value::Object(_) => None,
+        // Raw argument text: JSON that is not an object (a string literal) is refused here;
+        // text that is not JSON at all is left to the body's parse, which says so.
+        Value::String(raw) => match serde_json::from_str::<Value>(raw) {
+            Ok(Value::Object(_)) | Err(_) => None,
+            Ok(Value::String(_)) => Some("a string"),
+            Ok(other) => not_an_object(&other),
+        },
         Value::Array(_) => Some("an array"),
         Value::Number(_) => Some("a number"),
         Value::Bool(_) => Some("a boolean"),

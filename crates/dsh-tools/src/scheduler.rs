@@ -74,12 +74,17 @@ impl ToolCallRequest {
 }
 
 /// Parses a model's argument text: empty (or whitespace) ⇒ `{}`; invalid JSON ⇒ the raw text as
-/// a JSON string (the tool then reports `INVALID_ARGS`); otherwise the parsed value.
+/// a JSON string (the tool then reports `INVALID_ARGS`); otherwise the parsed value. A JSON
+/// string literal (`"ls -la"`) also stays the raw text, quotes included, so the pipeline can
+/// tell it from text that is not JSON at all and say "must be a JSON object, got a string".
 pub fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(serde_json::Map::new());
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+    match serde_json::from_str(raw) {
+        Ok(Value::String(_)) | Err(_) => Value::String(raw.to_owned()),
+        Ok(v) => v,
+    }
 }
 
 /// Scheduler settings.

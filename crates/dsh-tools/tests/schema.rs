@@ -297,6 +297,11 @@ fn invalid_args_invalid_json_from_model() {
         "invalid arguments for tool \"search\": the arguments are not valid JSON (EOF while parsing an object at line 1 column 13)"
     );
     assert_eq!(dsh_tools::scheduler::parse_arguments(""), json!({}));
+    // A JSON string literal keeps its quotes, so it stays distinguishable from non-JSON text.
+    assert_eq!(
+        dsh_tools::scheduler::parse_arguments("\"ls -la\""),
+        json!("\"ls -la\"")
+    );
     assert_eq!(
         parse_args::<SearchArgs>("search", &json!({"tags": []}))
             .unwrap_err()
