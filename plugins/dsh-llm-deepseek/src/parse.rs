@@ -723,7 +723,8 @@ fn in_band_failure(err: &Value, message: &str) -> LlmFailure {
     f
 }
 
-/// Parses "try again in N s|seconds|ms" (N integer or decimal) into milliseconds (> 0).
+/// Parses "try again in N s|seconds|ms" (N integer or decimal) into milliseconds (> 0; a number
+/// too large to represent ⇒ `u64::MAX`).
 pub fn try_again_hint_ms(text: &str) -> Option<u64> {
     let lower = text.to_ascii_lowercase();
     let pos = lower.find("try again in ")? + "try again in ".len();
@@ -738,7 +739,7 @@ pub fn try_again_hint_ms(text: &str) -> Option<u64> {
     } else {
         n * 1000.0
     };
-    (ms.is_finite() && (1.0..1e15).contains(&ms)).then_some(ms.ceil() as u64)
+    (ms > 0.0).then(|| crate::errors::saturating_ms(ms))
 }
 
 /// Translates a complete SSE body held in memory (no HTTP): decodes it with
