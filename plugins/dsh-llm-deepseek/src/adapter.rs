@@ -21,8 +21,11 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{CredentialSource, DeepSeekSettings, EnvCredentials, RouteConfig, Timeouts};
-use crate::errors::{DeepSeekError, http_failure, retry_after_ms};
+use crate::config::{
+    CredentialSource, DeepSeekSettings, EnvCredentials, RouteConfig, Timeouts, redact_url,
+    scrub_userinfo,
+};
+use crate::errors::{DeepSeekError, http_failure, retry_after_ms, retry_after_ms_header};
 use crate::parse::{Progress, StreamTranslator};
 use crate::request::build_body;
 use crate::utf8::Utf8Repair;
@@ -60,18 +63,32 @@ pub struct ProviderNotice {
 /// A receiver of [`ProviderNotice`]s.
 pub type NoticeFn = Arc<dyn Fn(ProviderNotice) + Send + Sync>;
 
-/// Redirects a model request may follow: at most 5, each to the origin (scheme, host, port) of
-/// the original URL. Following one to another origin would re-send the whole conversation (and
-/// 307/308 keep the POST body) to a server the user did not configure, so the chain stops and
-/// the 3xx answer becomes the failure `REDIRECT_REFUSED`. See docs/upstream/deepseek.md
-/// (Redirects).
+/// Redirects a model request may follow, all to the origin of the original URL.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Failure code of an attempt whose SSE body holds one line or event longer than
+/// [`MAX_SSE_LINE_BYTES`]. Not in the default retryable codes: the same server would send the
+/// same oversized line again. See docs/upstream/deepseek.md (Bounded SSE lines).
+pub const SSE_LINE_TOO_LONG: &str = "SSE_LINE_TOO_LONG";
+
+/// The most bytes one SSE line, or the `data` lines of one event, may hold (16 MiB): the
+/// decoder buffers a line until its end, so without a cap a provider sending no newline grows
+/// dsh's memory without bound. Beyond it the attempt fails with [`SSE_LINE_TOO_LONG`].
+pub const MAX_SSE_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Redirects a model request may follow: at most [`MAX_REDIRECTS`], each to the origin (scheme,
+/// host, port) of the original URL. Following one to another origin would re-send the whole
+/// conversation (and 307/308 keep the POST body) to a server the user did not configure, so the
+/// chain stops and the 3xx answer becomes the failure `REDIRECT_REFUSED` ("redirected the
+/// request to another origin", or "too many redirects (5)" for a same-origin chain). See
+/// docs/upstream/deepseek.md (Redirects).
 fn redirect_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let same_origin = attempt
             .previous()
             .first()
             .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same_origin && attempt.previous().len() <= 5 {
+        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
             attempt.follow()
         } else {
             attempt.stop()
@@ -124,6 +141,7 @@ impl DeepSeekAdapter {
                 )));
             }
             r.validate_base_url()?;
+            r.validate_timeouts(settings.timeouts)?;
             for id in std::iter::once(&r.id).chain(&r.aliases) {
                 if !seen.insert(id.clone()) {
                     return Err(DeepSeekError::InvalidSettings(format!(
@@ -291,7 +309,10 @@ struct Streaming {
     signal: CancellationToken,
     idle: Duration,
     route: String,
+    /// The request URL for messages (user info redacted).
     url: String,
+    /// The route's base URL as configured (to scrub messages of its user info).
+    base_url: String,
     request_id: Option<String>,
     utf8: Arc<std::sync::Mutex<Utf8Repair>>,
     warned_utf8: bool,
@@ -318,9 +339,48 @@ enum Started {
     Complete(Vec<StreamChunk>),
 }
 
-/// Sends the request and returns the SSE stream (or the translated non-streaming body), or the
-/// terminal chunk to yield instead.
+/// A failure's message with the user info of `base_url` redacted
+/// ([`crate::config::redact_url`]): no message dsh prints or stores carries a URL password.
+fn scrub_failure(failure: &mut LlmFailure, base_url: &str) {
+    failure.message = scrub_userinfo(&failure.message, base_url);
+}
+
+/// [`scrub_failure`] on the failure `reason` carries, if any.
+fn scrub_reason(reason: &mut FinishReason, base_url: &str) {
+    match reason {
+        FinishReason::Error { failure } | FinishReason::Aborted { failure } => {
+            scrub_failure(failure, base_url);
+        }
+        _ => {}
+    }
+}
+
+/// [`send_request`], with every failure it returns scrubbed of the route's URL user info.
 async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, FinishReason> {
+    let base_url = inner
+        .find(&opts.provider)
+        .map(|r| r.config.base_url.clone())
+        .unwrap_or_default();
+    match send_request(inner, opts).await {
+        Err(mut reason) => {
+            scrub_reason(&mut reason, &base_url);
+            Err(reason)
+        }
+        Ok(Started::Complete(mut chunks)) => {
+            for c in &mut chunks {
+                if let StreamChunk::Finish { reason, .. } = c {
+                    scrub_reason(reason, &base_url);
+                }
+            }
+            Ok(Started::Complete(chunks))
+        }
+        Ok(started) => Ok(started),
+    }
+}
+
+/// Sends the request and returns the SSE stream (or the translated non-streaming body), or the
+/// terminal chunk to yield instead. Messages name the URL with its user info redacted.
+async fn send_request(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, FinishReason> {
     let Some(route) = inner.find(&opts.provider) else {
         return Err(FinishReason::Error {
             failure: LlmFailure::new(
@@ -359,11 +419,12 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
     if signal.is_cancelled() {
         return Err(FinishReason::Aborted { failure: aborted() });
     }
-    let url = config.url("chat/completions");
+    let request_url = config.url("chat/completions");
+    let url = redact_url(&request_url);
     tracing::debug!(route = %config.id, model = %opts.model, %url, "chat completion request");
     let mut req = route
         .client
-        .post(&url)
+        .post(&request_url)
         .header(reqwest::header::ACCEPT, "text/event-stream")
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body);
@@ -402,24 +463,32 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
     let request_id = header("x-request-id").or_else(|| header("request-id"));
     if resp.status().is_redirection() {
         let location = header("location").unwrap_or_default();
-        let target = reqwest::Url::parse(&url)
-            .and_then(|u| u.join(&location))
-            .map_or(location, |u| u.to_string());
-        let mut failure = LlmFailure::new(
-            codes::REDIRECT_REFUSED,
+        let target = resp.url().join(&location).ok();
+        let same_origin = target.as_ref().is_some_and(|t| {
+            reqwest::Url::parse(&request_url).is_ok_and(|u| u.origin() == t.origin())
+        });
+        let message = if same_origin {
             format!(
-                "{}: the provider redirected the request to another origin ({target}); dsh \
-                 does not follow it (HTTP {status})",
+                "{}: POST {url}: too many redirects ({MAX_REDIRECTS}); dsh stops following them \
+                 (HTTP {status})",
                 config.id
-            ),
-        )
-        .with_status(status);
+            )
+        } else {
+            let target = target.map_or(location, |u| u.to_string());
+            format!(
+                "{}: the provider redirected the request to another origin ({}); dsh does not \
+                 follow it (HTTP {status})",
+                config.id,
+                redact_url(&target)
+            )
+        };
+        let mut failure = LlmFailure::new(codes::REDIRECT_REFUSED, message).with_status(status);
         failure.request_id = request_id;
         return Err(FinishReason::Error { failure });
     }
     if !resp.status().is_success() {
         let retry = header("retry-after-ms")
-            .and_then(|v| v.trim().parse::<u64>().ok().filter(|n| *n > 0))
+            .and_then(|v| retry_after_ms_header(&v))
             .or_else(|| header("retry-after").and_then(|v| retry_after_ms(&v)));
         let text = tokio::select! {
             biased;
@@ -473,16 +542,19 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
     let counter = activity.clone();
     let utf8 = Arc::new(std::sync::Mutex::new(Utf8Repair::default()));
     let repair = utf8.clone();
+    let mut guard = LineGuard::default();
     let bytes = resp.bytes_stream().map(move |r| {
         counter.fetch_add(1, Ordering::Relaxed);
-        r.map(|b| repair.lock().unwrap_or_else(|e| e.into_inner()).push(b))
+        let b = r.map_err(BodyReadError::Http)?;
+        guard.push(&b)?;
+        Ok(repair.lock().unwrap_or_else(|e| e.into_inner()).push(b))
     });
     let tail = utf8.clone();
     let bytes = bytes.chain(futures::stream::iter(std::iter::from_fn(move || {
         tail.lock()
             .unwrap_or_else(|e| e.into_inner())
             .finish()
-            .map(Ok::<bytes::Bytes, reqwest::Error>)
+            .map(Ok::<bytes::Bytes, BodyReadError>)
     })));
     let events: SseEvents = Box::pin(sse_stream::SseStream::from_bytes_stream(bytes));
     Ok(Started::Stream(Box::new(Streaming {
@@ -493,6 +565,7 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Started, Fini
         idle,
         route: config.id.clone(),
         url,
+        base_url: config.base_url.clone(),
         request_id,
         utf8,
         warned_utf8: false,
@@ -518,6 +591,95 @@ fn warn_invalid_utf8(inner: &Inner, session_id: Option<&str>, route: &str, url: 
             ),
         });
     }
+}
+
+/// Why reading the response body stopped: the transport failed, or the body holds an SSE line
+/// (or event) longer than [`MAX_SSE_LINE_BYTES`].
+#[derive(Debug, thiserror::Error)]
+enum BodyReadError {
+    /// The transport failed.
+    #[error(transparent)]
+    Http(reqwest::Error),
+    /// An SSE line or event exceeds the cap.
+    #[error("an SSE line or event is longer than {MAX_SSE_LINE_BYTES} bytes")]
+    LineTooLong,
+}
+
+/// Counts the bytes the SSE decoder holds before the body reaches it: the current line (any
+/// line, comments included) and the `data`-carrying lines of the current event (reset by a
+/// blank line). Line ends are LF, CR or CRLF, as the SSE grammar has them.
+#[derive(Debug, Default)]
+struct LineGuard {
+    line: usize,
+    event: usize,
+    comment: bool,
+    after_cr: bool,
+}
+
+impl LineGuard {
+    /// Accounts for one read.
+    ///
+    /// # Errors
+    /// [`BodyReadError::LineTooLong`] once the current line, or the current event, exceeds
+    /// [`MAX_SSE_LINE_BYTES`].
+    fn push(&mut self, mut read: &[u8]) -> Result<(), BodyReadError> {
+        while let Some(&first) = read.first() {
+            if std::mem::take(&mut self.after_cr) && first == b'\n' {
+                read = &read[1..];
+                continue;
+            }
+            let end = read.iter().position(|&c| c == b'\n' || c == b'\r');
+            let len = end.unwrap_or(read.len());
+            if len > 0 {
+                if self.line == 0 {
+                    self.comment = first == b':';
+                }
+                self.line += len;
+                let held = if self.comment {
+                    self.line
+                } else {
+                    self.event + self.line
+                };
+                if held > MAX_SSE_LINE_BYTES {
+                    return Err(BodyReadError::LineTooLong);
+                }
+            }
+            let Some(end) = end else { break };
+            if self.line == 0 {
+                self.event = 0;
+            } else if !self.comment {
+                self.event += self.line;
+            }
+            self.line = 0;
+            self.after_cr = read[end] == b'\r';
+            read = &read[end + 1..];
+        }
+        Ok(())
+    }
+}
+
+/// The failure of an SSE body that stopped with `e`: `SSE_LINE_TOO_LONG` for an oversized line,
+/// else `TRANSPORT`.
+fn body_failure(route: &str, url: &str, e: &sse_stream::Error) -> LlmFailure {
+    let too_long = match e {
+        sse_stream::Error::Body(b) => {
+            matches!(b.downcast_ref(), Some(BodyReadError::LineTooLong))
+        }
+        _ => false,
+    };
+    if too_long {
+        return LlmFailure::new(
+            SSE_LINE_TOO_LONG,
+            format!(
+                "{route}: POST {url}: the provider sent an SSE line or event longer than \
+                 {MAX_SSE_LINE_BYTES} bytes; dsh stops reading the response"
+            ),
+        );
+    }
+    LlmFailure::new(
+        codes::TRANSPORT,
+        format!("{route}: POST {url}: the response body failed: {e}"),
+    )
 }
 
 /// Waits for the next SSE event under the idle watchdog (any received bytes, including
@@ -572,17 +734,9 @@ impl Run {
                             &mut out,
                         ),
                         Some(Ok(None)) => s.tr.finish_eof(&mut out),
-                        Some(Ok(Some(Err(e)))) => s.tr.finish_with(
-                            LlmFailure::new(
-                                codes::TRANSPORT,
-                                format!(
-                                    "{}: POST {}: the response body failed: {e}",
-                                    s.route, s.url
-                                ),
-                            ),
-                            false,
-                            &mut out,
-                        ),
+                        Some(Ok(Some(Err(e)))) => {
+                            s.tr.finish_with(body_failure(&s.route, &s.url, &e), false, &mut out)
+                        }
                         Some(Ok(Some(Ok(ev)))) => {
                             if let Some(data) = ev.data.as_deref() {
                                 let _: Progress = s.tr.push_data(data, &mut out);
@@ -604,6 +758,9 @@ impl Run {
                             && failure.request_id.is_none()
                         {
                             failure.request_id = rid.clone();
+                        }
+                        if let StreamChunk::Finish { reason, .. } = &mut c {
+                            scrub_reason(reason, &s.base_url);
                         }
                         self.queue.push_back(Ok(c));
                     }
@@ -742,4 +899,60 @@ pub fn parse_model_list(route: &RouteConfig, body: &str) -> Result<Vec<ModelInfo
                 .unwrap_or_else(|| ModelInfo::new(id)))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(reads: &[&[u8]]) -> Result<(), BodyReadError> {
+        let mut g = LineGuard::default();
+        reads.iter().try_for_each(|r| g.push(r))
+    }
+
+    #[test]
+    fn the_line_guard_counts_lines_and_events_and_resets_on_blank_lines() {
+        let big = vec![b'a'; MAX_SSE_LINE_BYTES / 2];
+        let mut line = b"data: ".to_vec();
+        line.extend_from_slice(&big);
+        // two half-cap data lines in two events (LF, CRLF, CR blank lines): fine
+        for sep in [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"] {
+            assert!(feed(&[&line, sep, &line, sep]).is_ok());
+        }
+        // a CRLF split across reads is one line end, not a blank line
+        assert!(matches!(
+            feed(&[&line, b"\r", b"\n", &line, b"\n", &line, b"\n"]),
+            Err(BodyReadError::LineTooLong)
+        ));
+        // comments do not add to the event but are bounded as lines
+        assert!(feed(&[b":", &big, b"\n:", &big, b"\n:", &big, b"\n\n"]).is_ok());
+        let long = vec![b'x'; MAX_SSE_LINE_BYTES];
+        assert!(feed(&[&long, b"\n"]).is_ok());
+        assert!(matches!(
+            feed(&[&long, b"x"]),
+            Err(BodyReadError::LineTooLong)
+        ));
+        assert!(matches!(
+            feed(&[b":", &long]),
+            Err(BodyReadError::LineTooLong)
+        ));
+    }
+
+    #[test]
+    fn urls_are_shown_without_their_user_info() {
+        assert_eq!(
+            redact_url("http://user:s3cret@127.0.0.1:18801/v1"),
+            "http://user:***@127.0.0.1:18801/v1"
+        );
+        assert_eq!(redact_url("https://tok@h"), "https://***@h");
+        assert_eq!(redact_url("https://h/p@q"), "https://h/p@q");
+        assert_eq!(redact_url("notaurl"), "notaurl");
+        assert_eq!(
+            scrub_userinfo(
+                "for url (http://user:s3cret@h/) and s3cret",
+                "http://user:s3cret@h"
+            ),
+            "for url (http://user:***@h/) and ***"
+        );
+    }
 }

@@ -168,7 +168,7 @@ impl RouteConfig {
     pub fn validate_base_url(&self) -> Result<(), DeepSeekError> {
         let bad = |reason: String| DeepSeekError::InvalidBaseUrl {
             route: self.id.clone(),
-            url: self.base_url.clone(),
+            url: redact_url(&self.base_url),
             reason,
         };
         let url = reqwest::Url::parse(self.base_url.trim()).map_err(|e| bad(e.to_string()))?;
@@ -181,8 +181,99 @@ impl RouteConfig {
         if url.host_str().is_none_or(str::is_empty) {
             return Err(bad("it has no host".to_owned()));
         }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(bad(
+                "it has a query or a fragment (dsh appends /chat/completions to the \
+                 base URL, so it must end with its path)"
+                    .to_owned(),
+            ));
+        }
         Ok(())
     }
+
+    /// Checks that no timeout in force for this route (its overrides over `defaults`) is 0,
+    /// which would fail every attempt at once.
+    ///
+    /// # Errors
+    /// [`DeepSeekError::InvalidSettings`] naming the key: `[providers.<id>] connect_timeout_ms`
+    /// / `first_byte_timeout_ms` / `stream_idle_timeout_ms` for a route override, else
+    /// `timeouts.connect_ms` / `first_byte_ms` / `idle_ms` of [`DeepSeekSettings::timeouts`].
+    pub fn validate_timeouts(&self, defaults: Timeouts) -> Result<(), DeepSeekError> {
+        let o = self.timeouts;
+        let keys = [
+            (
+                o.connect_ms,
+                defaults.connect_ms,
+                "connect_timeout_ms",
+                "connect_ms",
+            ),
+            (
+                o.first_byte_ms,
+                defaults.first_byte_ms,
+                "first_byte_timeout_ms",
+                "first_byte_ms",
+            ),
+            (
+                o.idle_ms,
+                defaults.idle_ms,
+                "stream_idle_timeout_ms",
+                "idle_ms",
+            ),
+        ];
+        for (over, default, route_key, default_key) in keys {
+            let key = match over {
+                Some(0) => format!("[providers.{}] {route_key}", self.id),
+                None if default == 0 => format!("timeouts.{default_key}"),
+                _ => continue,
+            };
+            return Err(DeepSeekError::InvalidSettings(format!(
+                "{key} must be at least 1 (milliseconds); 0 would time out every request at once"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `url` as dsh shows it in messages, errors and notices: a user-info part (`user:password@`
+/// or `token@` before the host) becomes `user:***@` / `***@`; anything else is unchanged, even
+/// when `url` does not parse. The request itself still uses the URL as configured (reqwest
+/// sends its user info as HTTP Basic credentials). See docs/upstream/deepseek.md (Base URL).
+pub fn redact_url(url: &str) -> String {
+    match userinfo(url) {
+        Some((start, end, shown)) => format!("{}{shown}{}", &url[..start], &url[end..]),
+        None => url.to_owned(),
+    }
+}
+
+/// The byte range of `url`'s user info (without the `@`) and its redacted form.
+fn userinfo(url: &str) -> Option<(usize, usize, String)> {
+    let start = url.find("://")? + 3;
+    let authority_len = url[start..]
+        .find(['/', '?', '#'])
+        .unwrap_or(url.len() - start);
+    let at = url[start..start + authority_len].rfind('@')? + start;
+    let info = &url[start..at];
+    let shown = match info.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        None => "***".to_owned(),
+    };
+    Some((start, at, shown))
+}
+
+/// `text` with the user info of `base_url` (as configured) replaced by its redacted form, and
+/// its password (when at least 4 bytes long) by `***` wherever else it appears.
+pub(crate) fn scrub_userinfo(text: &str, base_url: &str) -> String {
+    let Some((start, end, shown)) = userinfo(base_url) else {
+        return text.to_owned();
+    };
+    let raw = &base_url[start..end];
+    let mut out = text.replace(&format!("{raw}@"), &format!("{shown}@"));
+    if let Some((_, password)) = raw.split_once(':')
+        && password.len() >= 4
+    {
+        out = out.replace(password, "***");
+    }
+    out
 }
 
 /// Per-route wire quirks. JSON (snake_case, all defaulted): see the fields.

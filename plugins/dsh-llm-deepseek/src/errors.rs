@@ -28,7 +28,7 @@ pub enum DeepSeekError {
     InvalidBaseUrl {
         /// The route id.
         route: String,
-        /// The URL as configured.
+        /// The URL as configured, its user info redacted ([`crate::redact_url`]).
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -72,22 +72,44 @@ pub fn is_context_overflow(s: &str) -> bool {
     .any(|w| s.contains(w))
 }
 
+/// Milliseconds as a `u64` (≥ 1): a value too large to represent (or infinite) saturates to
+/// `u64::MAX`, so it is above any `max_retry_wait_ms` and fails the turn at once instead of
+/// being ignored (docs/upstream/deepseek.md, Retry-After).
+pub(crate) fn saturating_ms(ms: f64) -> u64 {
+    if ms >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        ms.ceil().max(1.0) as u64
+    }
+}
+
+/// Parses a `retry-after-ms` header value: decimal digits, > 0; a number too large for a `u64`
+/// ⇒ `u64::MAX`. Anything else ⇒ `None`.
+pub fn retry_after_ms_header(value: &str) -> Option<u64> {
+    let value = value.trim();
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match value.parse::<u64>() {
+        Ok(0) => None,
+        Ok(n) => Some(n),
+        Err(_) => Some(u64::MAX),
+    }
+}
+
 /// Parses a `Retry-After` value to milliseconds (> 0): delay-seconds (integer or decimal, as
-/// RFC 9110 §10.2.3 and some providers send them) or an HTTP-date, taken relative to `now`
-/// (a date not in the future ⇒ `None`, the local backoff applies). Anything else ⇒ `None`.
+/// RFC 9110 §10.2.3 and some providers send them; a number too large to represent ⇒
+/// `u64::MAX`, i.e. above any wait ceiling) or an HTTP-date, taken relative to `now` (a date not
+/// in the future ⇒ `None`, the local backoff applies). Anything else ⇒ `None`.
 pub fn retry_after_ms_at(value: &str, now: std::time::SystemTime) -> Option<u64> {
     let value = value.trim();
-    let ms = if let Ok(secs) = value.parse::<f64>() {
-        if !secs.is_finite() || secs <= 0.0 {
-            return None;
-        }
-        (secs * 1000.0).ceil()
-    } else {
-        let at = httpdate::parse_http_date(value).ok()?;
-        let wait = at.duration_since(now).ok()?;
-        (wait.as_secs_f64() * 1000.0).ceil()
-    };
-    (1.0..1e15).contains(&ms).then_some(ms as u64)
+    let numeric = value.starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    if numeric && let Ok(secs) = value.parse::<f64>() {
+        return (secs > 0.0).then(|| saturating_ms(secs * 1000.0));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let wait = at.duration_since(now).ok()?;
+    (!wait.is_zero()).then(|| saturating_ms(wait.as_secs_f64() * 1000.0))
 }
 
 /// [`retry_after_ms_at`] relative to the system clock.

@@ -24,15 +24,19 @@ mod plugin;
 mod request;
 mod utf8;
 
-pub use adapter::{DeepSeekAdapter, NoticeFn, ProviderNotice, USER_AGENT, parse_model_list};
+pub use adapter::{
+    DeepSeekAdapter, MAX_REDIRECTS, MAX_SSE_LINE_BYTES, NoticeFn, ProviderNotice,
+    SSE_LINE_TOO_LONG, USER_AGENT, parse_model_list,
+};
 pub use config::{
     CredentialSource, DEEPSEEK_BASE_URL, DEEPSEEK_KEY_ENV, DEEPSEEK_OFFICIAL_ALIAS, DEEPSEEK_ROUTE,
     DeepSeekSettings, EnvCredentials, ModelEntry, ModelSpec, OfficialRoute, ProviderSettings,
     ProviderTable, Quirks, RouteConfig, RouteTimeouts, StaticCredentials, Timeouts,
-    deepseek_catalog,
+    deepseek_catalog, redact_url,
 };
 pub use errors::{
     DeepSeekError, http_failure, is_context_overflow, retry_after_ms, retry_after_ms_at,
+    retry_after_ms_header,
 };
 pub use parse::{
     CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, estimate_tokens,

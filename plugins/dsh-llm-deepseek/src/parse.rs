@@ -360,7 +360,8 @@ impl StreamTranslator {
 
     /// Handles a complete non-streaming `chat.completion` body (a server that ignored
     /// `stream:true`; leading blank lines are fine): each `choices[].message` is treated as
-    /// one delta (tool calls are routed by id, so a missing or repeated `index` is harmless),
+    /// one delta whose `tool_calls` entries are keyed by their position (each entry is one call,
+    /// whatever `index` or `id` it carries; a repeated id is made unique),
     /// then the stream ends as after `[DONE]`. A body that is not a JSON object ⇒ terminal
     /// `finish{error}` `TRANSPORT`; an `error` object ⇒ as in [`StreamTranslator::push_data`].
     pub fn push_completion(&mut self, body: &str, out: &mut Vec<StreamChunk>) {
@@ -378,8 +379,16 @@ impl StreamTranslator {
         if let Some(choices) = v.get_mut("choices").and_then(Value::as_array_mut) {
             for c in choices.iter_mut() {
                 if let Some(obj) = c.as_object_mut()
-                    && let Some(m) = obj.remove("message")
+                    && let Some(mut m) = obj.remove("message")
                 {
+                    // each entry is one whole call: key it by its position
+                    if let Some(calls) = m.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                        for (k, call) in calls.iter_mut().enumerate() {
+                            if let Some(call) = call.as_object_mut() {
+                                call.insert("index".into(), Value::from(k));
+                            }
+                        }
+                    }
                     obj.insert("delta".into(), m);
                 }
             }
@@ -441,12 +450,16 @@ impl StreamTranslator {
         i
     }
 
-    /// Routes a tool-call fragment: a non-empty id seen before ⇒ that call; a new non-empty id ⇒
-    /// adopts the latest call on the same wire index that only has a synthesized id, else a new
-    /// call; no id ⇒ the latest call on the same wire index, else a new call with a synthesized
-    /// id. Empty `id`/`name` strings count as absent (BC-02). A wire id the history already
-    /// used is kept for routing but the call gets a fresh synthesized id.
+    /// Routes a tool-call fragment (docs/upstream/deepseek.md, Tool-call ids). With a wire
+    /// `index` (OpenAI's streaming contract keys calls by it): the latest call on that index when
+    /// the fragment has no id, the same wire id, or the call has only a synthesized id (which
+    /// then adopts the wire id); otherwise a new call — so two calls that share an id but not an
+    /// index stay two calls. Without an `index`: a non-empty id seen before ⇒ that call; else as
+    /// with index 0. Empty `id`/`name` strings count as absent (BC-02). A new call whose wire id
+    /// the history or an earlier call of this response already uses gets a fresh synthesized id
+    /// (the wire id is kept for routing).
     fn tool_call(&mut self, tc: WireToolCall<'_>, out: &mut Vec<StreamChunk>) {
+        let keyed_by_index = tc.index.is_some();
         let wire_index = tc.index.unwrap_or(0);
         let id = tc.id.filter(|s| !s.is_empty());
         let (name, args) = match tc.function {
@@ -460,7 +473,8 @@ impl StreamTranslator {
         let target = match &id {
             Some(id) => {
                 let by_id = self.slots.iter().position(|s| {
-                    matches!(s, Slot::Call { wire_id: Some(w), .. } if w.as_str() == id.as_ref())
+                    matches!(s, Slot::Call { wire_id: Some(w), wire_index: w_index, .. }
+                        if w.as_str() == id.as_ref() && (!keyed_by_index || *w_index == wire_index))
                 });
                 match by_id {
                     Some(i) => Some(i),
@@ -474,7 +488,7 @@ impl StreamTranslator {
                                 }
                             ) =>
                         {
-                            let usable = !self.taken.contains(id.as_ref());
+                            let usable = !self.id_in_use(id);
                             if let Slot::Call {
                                 id: sid,
                                 wire_id,
@@ -500,7 +514,7 @@ impl StreamTranslator {
             Some(i) => (i, false),
             None => {
                 let (sid, synthesized) = match &id {
-                    Some(id) if !self.taken.contains(id.as_ref()) => (id.to_string(), false),
+                    Some(id) if !self.id_in_use(id) => (id.to_string(), false),
                     Some(_) => (fresh_call_id(), false),
                     None => (fresh_call_id(), true),
                 };
@@ -545,6 +559,15 @@ impl StreamTranslator {
                 arguments_delta: delta,
             });
         }
+    }
+
+    /// Whether `id` is a call id of the history or of a call already in this response.
+    fn id_in_use(&self, id: &str) -> bool {
+        self.taken.contains(id)
+            || self
+                .slots
+                .iter()
+                .any(|s| matches!(s, Slot::Call { id: sid, .. } if sid == id))
     }
 
     fn fail(&mut self, out: &mut Vec<StreamChunk>, failure: LlmFailure) {
@@ -700,7 +723,8 @@ fn in_band_failure(err: &Value, message: &str) -> LlmFailure {
     f
 }
 
-/// Parses "try again in N s|seconds|ms" (N integer or decimal) into milliseconds (> 0).
+/// Parses "try again in N s|seconds|ms" (N integer or decimal) into milliseconds (> 0; a number
+/// too large to represent ⇒ `u64::MAX`).
 pub fn try_again_hint_ms(text: &str) -> Option<u64> {
     let lower = text.to_ascii_lowercase();
     let pos = lower.find("try again in ")? + "try again in ".len();
@@ -715,7 +739,7 @@ pub fn try_again_hint_ms(text: &str) -> Option<u64> {
     } else {
         n * 1000.0
     };
-    (ms.is_finite() && (1.0..1e15).contains(&ms)).then_some(ms.ceil() as u64)
+    (ms > 0.0).then(|| crate::errors::saturating_ms(ms))
 }
 
 /// Translates a complete SSE body held in memory (no HTTP): decodes it with

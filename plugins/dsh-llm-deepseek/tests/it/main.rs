@@ -10,3 +10,4 @@ mod issue13;
 mod parser;
 mod plugin;
 mod requests;
+mod trial;
