@@ -469,7 +469,10 @@ async fn non_object_arguments_are_refused_before_policy_and_body() {
         (json!(true), "a boolean"),
         (json!(null), "null"),
         // A JSON string literal: the raw text, quotes included (`parse_arguments`).
-        (dsh_tools::scheduler::parse_arguments("\"touch x\""), "a string"),
+        (
+            dsh_tools::scheduler::parse_arguments("\"touch x\""),
+            "a string",
+        ),
     ] {
         let r = f.reg.execute(input("echo", args)).await;
         let message = format!(

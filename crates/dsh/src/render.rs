@@ -137,10 +137,18 @@ pub(crate) fn retry_line(n: &RetryNotice) -> String {
         RetryNoticeKind::WaitTooLong {
             asked_ms,
             ceiling_ms,
-        } => format!(
-            "  ✗ not retrying: the provider asks to wait {asked_ms} ms, more than [agent] \
-             max_retry_wait_ms = {ceiling_ms} ms"
-        ),
+        } => {
+            // An overflowing Retry-After arrives as u64::MAX ms.
+            let asked = if *asked_ms == u64::MAX {
+                "longer than dsh can represent".to_owned()
+            } else {
+                format!("{asked_ms} ms")
+            };
+            format!(
+                "  ✗ not retrying: the provider asks to wait {asked}, more than [agent] \
+                 max_retry_wait_ms = {ceiling_ms} ms"
+            )
+        }
     }
 }
 
