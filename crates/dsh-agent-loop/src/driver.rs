@@ -610,7 +610,12 @@ impl Runner {
             let system_text = system.clone().filter(|s| !s.is_empty());
             // The history is read before the header is logged: neither `request/header` nor
             // `request/context` derives a message.
-            let mut opts = GenerateOptions::new(&config, session.derive_messages());
+            // Nameless tool calls get a note (`history::request_history`), still a pure
+            // function of the log prefix.
+            let mut opts = GenerateOptions::new(
+                &config,
+                crate::history::request_history(session.derive_messages()),
+            );
             let provider = config.provider.clone();
             let model = config.model.clone();
             self.log_header(

@@ -14,6 +14,7 @@ mod config;
 mod driver;
 mod error;
 mod factory;
+pub mod history;
 mod plugin;
 pub mod prompt;
 

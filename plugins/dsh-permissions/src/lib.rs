@@ -5,7 +5,8 @@
 //! names): `read-only` (only tools declared read-only run), `workspace-write` (the default:
 //! file writes and commands inside the workspace run; a declared target argument — `write`/
 //! `edit` `file_path`, `bash` `workdir` — resolving outside the session's workspace root asks
-//! for approval, and so does a network tool — a policy check, NOT an OS sandbox),
+//! for approval, and so does a network tool and a `read` whose `file_path` the filesystem fence
+//! would refuse ([`read_outside_decision`]) — a policy check, NOT an OS sandbox),
 //! `danger-full-access` (everything runs). Decisions are made by [`decide`]; every deny/ask
 //! reason names the preset.
 //!
@@ -44,7 +45,7 @@ pub use policy::{
     resolve_path,
 };
 pub use preset::{PresetData, declaration, last_logged_preset};
-pub use service::PermissionPolicy;
+pub use service::{PermissionPolicy, read_outside_decision};
 
 /// The plugin id and settings section name.
 pub const PLUGIN_ID: &str = "dsh-permissions";

@@ -21,7 +21,7 @@ pub fn policy_text(mode: PermissionMode) -> &'static str {
             "Permission mode: read-only. Only read-only tools run (read, grep, glob, todo_write, job_output, job_list); write, edit, bash and every other tool are denied. Do not retry denied calls: describe the change you would make instead. The user can rerun with --permission-mode workspace-write to allow modifications."
         }
         PermissionMode::WorkspaceWrite => {
-            "Permission mode: workspace-write. write, edit and bash run without asking inside the workspace root. A write or edit whose file_path, or a bash call whose workdir, resolves outside the workspace (symlinks and .. included) needs the user's approval and is denied when no approval is available. This is a policy check, not an OS sandbox: keep bash commands inside the workspace."
+            "Permission mode: workspace-write. write, edit and bash run without asking inside the workspace root. A read, write or edit whose file_path, or a bash call whose workdir, resolves outside the workspace (symlinks and .. included) needs the user's approval and is denied when no approval is available. This is a policy check, not an OS sandbox: keep bash commands inside the workspace."
         }
         PermissionMode::DangerFullAccess => {
             "Permission mode: danger-full-access. Every tool runs without permission checks, inside or outside the workspace. Take extra care with destructive commands."

@@ -5,11 +5,14 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use dsh_fs::{Access, FsError, FsService};
 use dsh_session::{EventData, Session};
-use dsh_tools::{PreToolDecision, ToolExecution, ToolRegistry};
+use dsh_tools::{PreToolDecision, ToolEffects, ToolExecution, ToolRegistry};
+use serde_json::Value;
 
 use crate::{
     EVENT_PRESET, PermissionMode, PermissionsError, PresetData, decide, last_logged_preset,
+    outside_reason,
 };
 
 /// The policy service (provided as `Arc<PermissionPolicy>` by the plugin): the mode in force,
@@ -51,7 +54,9 @@ impl PermissionPolicy {
     /// Decides one call: [`decide`] with the effects the registry reports for the tool as the
     /// caller sees it, and the caller session's `cwd` as the workspace root (no caller or no
     /// `cwd` ⇒ the process's current directory, as dsh-tool-fs does; `.` if even that is
-    /// unavailable).
+    /// unavailable). Under `workspace-write`, a read-only tool that declares a target argument
+    /// (`read` `file_path`) whose target the filesystem fence would refuse
+    /// ([`read_outside_decision`]) asks too, so an approval lets that read run once.
     pub fn decide_call(&self, exec: &ToolExecution) -> PreToolDecision {
         let workspace = exec
             .caller
@@ -64,7 +69,22 @@ impl PermissionPolicy {
             .registry
             .as_ref()
             .and_then(|r| r.effects(&exec.name, exec.key()));
-        decide(self.mode, &exec.name, effects, &exec.arguments, &workspace)
+        let decision = decide(self.mode, &exec.name, effects, &exec.arguments, &workspace);
+        match (self.mode, effects, &decision) {
+            (PermissionMode::WorkspaceWrite, Some(e), PreToolDecision::Allow)
+                if e.is_read_only() =>
+            {
+                let fs = exec.caller.as_ref().and_then(|c| c.ctx.get::<FsService>());
+                match fs {
+                    Some(fs) => {
+                        read_outside_decision(&fs, &exec.name, e, &exec.arguments, &workspace)
+                            .unwrap_or(decision)
+                    }
+                    None => decision,
+                }
+            }
+            _ => decision,
+        }
     }
 
     /// Logs `permission/preset {preset: <mode>}` into `session` once: a no-op when this policy
@@ -109,5 +129,33 @@ impl PermissionPolicy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
+    }
+}
+
+/// The `workspace-write` decision for a read-only call of `tool` (declared `effects`) whose
+/// declared target argument names a path the filesystem fence of `fs` refuses to read
+/// ([`FsError::OutsideWorkspace`]: outside `workspace`, outside every granted read root, and not
+/// allowed by the fs policy): `Some(Ask)` with [`outside_reason`] for the real path (symlinks
+/// resolved) and the canonical workspace. `None` — no opinion — when the tool declares no target,
+/// the argument is missing or not a string, or the fence lets the read through (or fails for
+/// another reason, which the tool reports itself). The fence itself honours the resulting
+/// `allowed-once` grant for that call only (see docs/tools.md, "File tools").
+pub fn read_outside_decision(
+    fs: &FsService,
+    tool: &str,
+    effects: ToolEffects,
+    args: &Value,
+    workspace: &std::path::Path,
+) -> Option<PreToolDecision> {
+    let arg = effects.target_arg()?;
+    let target = args.as_object()?.get(arg)?.as_str()?;
+    match fs.resolve(target, workspace, Access::Read) {
+        Err(FsError::OutsideWorkspace { real_path, .. }) => {
+            let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+            Some(PreToolDecision::Ask {
+                reason: Some(outside_reason(tool, effects, &real_path, &root)),
+            })
+        }
+        _ => None,
     }
 }

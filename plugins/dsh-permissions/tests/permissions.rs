@@ -30,7 +30,8 @@ use PermissionMode::{DangerFullAccess, ReadOnly, WorkspaceWrite};
 /// on another plugin, so the declarations are restated here.
 fn builtin_effects(tool: &str) -> Option<ToolEffects> {
     Some(match tool {
-        "read" | "grep" | "glob" | "job_list" => ToolEffects::READ_ONLY.parallel_safe(),
+        "read" => ToolEffects::READ_ONLY.parallel_safe().target("file_path"),
+        "grep" | "glob" | "job_list" => ToolEffects::READ_ONLY.parallel_safe(),
         "todo_write" | "job_output" => ToolEffects::READ_ONLY,
         "write" | "edit" => ToolEffects::WRITES_FILES.target("file_path"),
         "bash" => ToolEffects::RUNS_COMMANDS.target("workdir"),
@@ -793,4 +794,68 @@ async fn a_network_tool_is_denied_in_read_only_asks_in_workspace_write_and_runs_
         .call("c1", "fetch_url", json!({"url": "http://127.0.0.1/"}))
         .await;
     assert_eq!(text(&r), "ran fetch_url");
+}
+
+#[test]
+fn a_read_the_fs_fence_would_refuse_asks_and_one_it_allows_has_no_opinion() {
+    use dsh_fs::{FsConfig, FsService};
+    let ws = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let outside = std::fs::canonicalize(other.path()).unwrap().join("x.txt");
+    std::fs::write(&outside, "x\n").unwrap();
+    std::fs::write(root.join("in.txt"), "in\n").unwrap();
+    let read = builtin_effects("read").unwrap();
+    let args = |p: &str| json!({"file_path": p});
+    let fenced = FsService::new(FsConfig::default());
+    assert_eq!(
+        dsh_permissions::read_outside_decision(
+            &fenced,
+            "read",
+            read,
+            &args(outside.to_str().unwrap()),
+            &root
+        ),
+        Some(PreToolDecision::Ask {
+            reason: Some(format!(
+                "permission preset workspace-write: read target {} is outside the workspace {}; approve this call to allow it once, or rerun with --permission-mode danger-full-access",
+                outside.display(),
+                root.display()
+            )),
+        })
+    );
+    assert_eq!(
+        dsh_permissions::read_outside_decision(&fenced, "read", read, &args("in.txt"), &root),
+        None
+    );
+    // no declared target, or a missing argument: no opinion
+    assert_eq!(
+        dsh_permissions::read_outside_decision(
+            &fenced,
+            "grep",
+            builtin_effects("grep").unwrap(),
+            &args(outside.to_str().unwrap()),
+            &root
+        ),
+        None
+    );
+    assert_eq!(
+        dsh_permissions::read_outside_decision(&fenced, "read", read, &json!({}), &root),
+        None
+    );
+    // the fs policy lets reads out: nothing to ask
+    let open = FsService::new(FsConfig {
+        allow_read_outside_workspace: true,
+        ..FsConfig::default()
+    });
+    assert_eq!(
+        dsh_permissions::read_outside_decision(
+            &open,
+            "read",
+            read,
+            &args(outside.to_str().unwrap()),
+            &root
+        ),
+        None
+    );
 }

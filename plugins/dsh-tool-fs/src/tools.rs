@@ -168,19 +168,30 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Resolves a write target: through the workspace fence, unless a person approved this very
-    /// call (`approved`, see [`approved_call`]) — then a target outside the workspace is let
-    /// through for this call only.
+    /// Resolves a write target; see [`Shared::resolve_for`].
     fn resolve_write(
         &self,
         path: &str,
         ws: &std::path::Path,
         approved: bool,
     ) -> Result<dsh_fs::FsTarget, ToolFailure> {
-        match self.fs.resolve(path, ws, Access::Write) {
+        self.resolve_for(path, ws, Access::Write, approved)
+    }
+
+    /// Resolves a target for `access`: through the workspace fence, unless a person approved
+    /// this very call (`approved`, see [`approved_call`]) — then a target outside the workspace
+    /// is let through for this call only (a `read` as a `write`/`edit`).
+    fn resolve_for(
+        &self,
+        path: &str,
+        ws: &std::path::Path,
+        access: Access,
+        approved: bool,
+    ) -> Result<dsh_fs::FsTarget, ToolFailure> {
+        match self.fs.resolve(path, ws, access) {
             Err(FsError::OutsideWorkspace { .. }) if approved => self
                 .fs
-                .resolve_approved(path, ws, Access::Write)
+                .resolve_approved(path, ws, access)
                 .map_err(|e| fs_failure(&e)),
             r => r.map_err(|e| fs_failure(&e)),
         }
@@ -207,8 +218,8 @@ impl Shared {
 }
 
 /// Takes the `allowed-once` grant of this call from the approval service, if a person approved
-/// it (the permission preset asks before a write outside the workspace): true at most once per
-/// call, so a later call is fenced again. See docs/tools.md ("File tools").
+/// it (the permission preset asks before a read or write outside the workspace): true at most
+/// once per call, so a later call is fenced again. See docs/tools.md ("File tools").
 fn approved_call(cx: &ToolRunContext) -> bool {
     let Some(caller) = cx.exec.caller.as_ref() else {
         return false;
@@ -273,7 +284,7 @@ pub(crate) fn install(ctx: &Context, cfg: FsToolsConfig) -> Result<(), BoxError>
     Ok(())
 }
 
-/// The `read` tool (read-only, parallel-safe).
+/// The `read` tool (read-only, parallel-safe, target `file_path`).
 #[derive(Debug, Clone)]
 pub struct Read(pub Arc<Shared>);
 
@@ -287,7 +298,8 @@ impl Tool for Read {
     }
 
     fn effects(&self) -> ToolEffects {
-        ToolEffects::READ_ONLY.parallel_safe()
+        // The target lets the permission preset ask before a read outside the workspace.
+        ToolEffects::READ_ONLY.parallel_safe().target("file_path")
     }
 
     async fn call(&self, args: ReadArgs, cx: ToolRunContext) -> Result<ReadValue, ToolFailure> {
@@ -312,11 +324,9 @@ impl Tool for Read {
         }
         let (owner, ws) = sh.who(&cx)?;
         let signal = cx.signal.clone();
+        let approved = approved_call(&cx);
         blocking(move || {
-            let t = sh
-                .fs
-                .resolve(&args.file_path, &ws, Access::Read)
-                .map_err(|e| fs_failure(&e))?;
+            let t = sh.resolve_for(&args.file_path, &ws, Access::Read, approved)?;
             let caps = WindowCaps {
                 offset: offset as usize,
                 limit: limit as usize,

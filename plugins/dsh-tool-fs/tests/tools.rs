@@ -405,7 +405,7 @@ async fn declared_effects_and_snake_case_settings() {
     let reg = h.kernel.root().require::<ToolRegistry>().unwrap();
     assert_eq!(
         reg.effects("read", None),
-        Some(ToolEffects::READ_ONLY.parallel_safe())
+        Some(ToolEffects::READ_ONLY.parallel_safe().target("file_path"))
     );
     for tool in ["write", "edit"] {
         assert_eq!(

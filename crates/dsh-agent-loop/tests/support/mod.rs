@@ -243,17 +243,18 @@ pub fn user(t: &str) -> Message {
 }
 
 /// Asserts "request = f(log prefix)": every recorded request's messages equal the messages
-/// derived from the log prefix that existed when the request was opened.
+/// derived from the log prefix that existed when the request was opened (with the notes of
+/// `dsh_agent_loop::history::request_history`).
 pub fn assert_requests_reconstructable(script: &Script, session: &Session) {
     let events: Vec<SessionEvent> = session.events().iter().map(|e| (**e).clone()).collect();
     for (i, r) in script.requests.lock().unwrap().iter().enumerate() {
         let prefix = Session::from_restore(session.id(), events[..r.log_len].to_vec(), None)
             .expect("prefix restores");
-        let derived: Vec<Message> = prefix
-            .derive_messages()
-            .iter()
-            .map(|m| (**m).clone())
-            .collect();
+        let derived: Vec<Message> =
+            dsh_agent_loop::history::request_history(prefix.derive_messages())
+                .iter()
+                .map(|m| (**m).clone())
+                .collect();
         let sent: Vec<Message> = r.opts.messages.iter().map(|m| (**m).clone()).collect();
         assert_eq!(sent, derived, "request {i} is not the log-derived history");
     }
