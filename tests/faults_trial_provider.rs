@@ -146,3 +146,50 @@ fn a_zero_timeout_is_exit_2_naming_the_key() {
         );
     }
 }
+
+/// A loopback server answering every request `429` with `Retry-After: <value>`.
+fn rate_limited_server(value: &'static str) -> String {
+    use std::io::{Read, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 65536];
+            let _ = s.read(&mut buf);
+            let body = r#"{"error":{"message":"slow down"}}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+                 retry-after: {value}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn a_retry_after_too_large_for_the_log_fails_at_once_as_a_rate_limit() {
+    // Before: "session append failed: event data is not lossless JSON …" (the saturated wait
+    // did not fit the log's integers).
+    for value in ["99999999999999999999999", "9007199254741"] {
+        let env = Sandbox::new();
+        let url = rate_limited_server(value);
+        let out = run(
+            env.dsh(&url, API_KEY, &["exec", "--ephemeral", "hi"]),
+            HANG_LIMIT,
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(code(out.status), 1, "{stderr}");
+        assert!(
+            stderr.contains(
+                "  ✗ not retrying: the provider asks to wait longer than dsh can represent, \
+                 more than [agent] max_retry_wait_ms = 120000 ms"
+            ),
+            "{value}: {stderr}"
+        );
+        assert!(stderr.contains("(RATE_LIMIT)"), "{value}: {stderr}");
+        assert!(!stderr.contains("SESSION_APPEND_FAILED"), "{stderr}");
+    }
+}

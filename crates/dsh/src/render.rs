@@ -138,8 +138,8 @@ pub(crate) fn retry_line(n: &RetryNotice) -> String {
             asked_ms,
             ceiling_ms,
         } => {
-            // An overflowing Retry-After arrives as u64::MAX ms.
-            let asked = if *asked_ms == u64::MAX {
+            // An overflowing Retry-After arrives saturated.
+            let asked = if *asked_ms >= dsh_llm_deepseek::SATURATED_WAIT_MS {
                 "longer than dsh can represent".to_owned()
             } else {
                 format!("{asked_ms} ms")

@@ -72,19 +72,24 @@ pub fn is_context_overflow(s: &str) -> bool {
     .any(|w| s.contains(w))
 }
 
-/// Milliseconds as a `u64` (≥ 1): a value too large to represent (or infinite) saturates to
-/// `u64::MAX`, so it is above any `max_retry_wait_ms` and fails the turn at once instead of
-/// being ignored (docs/upstream/deepseek.md, Retry-After).
+/// The wait a provider's too-large `Retry-After` saturates to (ms): 2^53 − 1, the largest
+/// integer the session log stores losslessly (the failure, with this value, is logged), and far
+/// above any `max_retry_wait_ms`, so the turn fails at once instead of the value being ignored
+/// (docs/upstream/deepseek.md, Retry-After).
+pub const SATURATED_WAIT_MS: u64 = (1 << 53) - 1;
+
+/// Milliseconds as a `u64` in `1..=SATURATED_WAIT_MS`: a value too large (or infinite)
+/// saturates to [`SATURATED_WAIT_MS`].
 pub(crate) fn saturating_ms(ms: f64) -> u64 {
-    if ms >= u64::MAX as f64 {
-        u64::MAX
+    if ms >= SATURATED_WAIT_MS as f64 {
+        SATURATED_WAIT_MS
     } else {
         ms.ceil().max(1.0) as u64
     }
 }
 
 /// Parses a `retry-after-ms` header value: decimal digits, > 0; a number too large for a `u64`
-/// ⇒ `u64::MAX`. Anything else ⇒ `None`.
+/// (or above [`SATURATED_WAIT_MS`]) ⇒ [`SATURATED_WAIT_MS`]. Anything else ⇒ `None`.
 pub fn retry_after_ms_header(value: &str) -> Option<u64> {
     let value = value.trim();
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -92,14 +97,14 @@ pub fn retry_after_ms_header(value: &str) -> Option<u64> {
     }
     match value.parse::<u64>() {
         Ok(0) => None,
-        Ok(n) => Some(n),
-        Err(_) => Some(u64::MAX),
+        Ok(n) => Some(n.min(SATURATED_WAIT_MS)),
+        Err(_) => Some(SATURATED_WAIT_MS),
     }
 }
 
 /// Parses a `Retry-After` value to milliseconds (> 0): delay-seconds (integer or decimal, as
 /// RFC 9110 §10.2.3 and some providers send them; a number too large to represent ⇒
-/// `u64::MAX`, i.e. above any wait ceiling) or an HTTP-date, taken relative to `now` (a date not
+/// [`SATURATED_WAIT_MS`], i.e. above any wait ceiling) or an HTTP-date, taken relative to `now` (a date not
 /// in the future ⇒ `None`, the local backoff applies). Anything else ⇒ `None`.
 pub fn retry_after_ms_at(value: &str, now: std::time::SystemTime) -> Option<u64> {
     let value = value.trim();

@@ -35,8 +35,8 @@ pub use config::{
     deepseek_catalog, redact_url,
 };
 pub use errors::{
-    DeepSeekError, http_failure, is_context_overflow, retry_after_ms, retry_after_ms_at,
-    retry_after_ms_header,
+    DeepSeekError, SATURATED_WAIT_MS, http_failure, is_context_overflow, retry_after_ms,
+    retry_after_ms_at, retry_after_ms_header,
 };
 pub use parse::{
     CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, estimate_tokens,

@@ -724,7 +724,7 @@ fn in_band_failure(err: &Value, message: &str) -> LlmFailure {
 }
 
 /// Parses "try again in N s|seconds|ms" (N integer or decimal) into milliseconds (> 0; a number
-/// too large to represent ⇒ `u64::MAX`).
+/// too large ⇒ [`crate::SATURATED_WAIT_MS`]).
 pub fn try_again_hint_ms(text: &str) -> Option<u64> {
     let lower = text.to_ascii_lowercase();
     let pos = lower.find("try again in ")? + "try again in ".len();

@@ -8,8 +8,8 @@ use std::time::Duration;
 use dsh_kernel::ErrorCode;
 use dsh_llm::{FinishReason, Message, StreamChunk, codes};
 use dsh_llm_deepseek::{
-    DeepSeekAdapter, DeepSeekSettings, ProviderTable, StaticCredentials, StreamTranslator,
-    retry_after_ms, retry_after_ms_at, translate_sse_bytes, try_again_hint_ms,
+    DeepSeekAdapter, DeepSeekSettings, ProviderTable, SATURATED_WAIT_MS, StaticCredentials,
+    StreamTranslator, retry_after_ms, retry_after_ms_at, translate_sse_bytes, try_again_hint_ms,
 };
 use dsh_test_support::{ReplayServer, ScriptResponse};
 use serde_json::json;
@@ -301,14 +301,20 @@ async fn an_overflowing_retry_after_is_a_wait_too_long() {
     let now = std::time::SystemTime::now();
     assert_eq!(
         retry_after_ms_at("99999999999999999999999", now),
-        Some(u64::MAX)
+        Some(SATURATED_WAIT_MS)
     );
-    assert_eq!(retry_after_ms_at("1e400", now), Some(u64::MAX));
+    assert_eq!(retry_after_ms_at("1e400", now), Some(SATURATED_WAIT_MS));
+    // Fits a u64 in ms but not the log's lossless integers (the second trial's case).
+    assert_eq!(
+        retry_after_ms_at("9007199254741", now),
+        Some(SATURATED_WAIT_MS)
+    );
+    assert_eq!(SATURATED_WAIT_MS, 9_007_199_254_740_991);
     assert_eq!(retry_after_ms_at("inf", now), None);
     assert_eq!(retry_after_ms("3"), Some(3_000));
     assert_eq!(
         try_again_hint_ms("try again in 99999999999999999999999 s"),
-        Some(u64::MAX)
+        Some(SATURATED_WAIT_MS)
     );
     for (header, value) in [
         ("retry-after", "99999999999999999999999"),
@@ -323,7 +329,11 @@ async fn an_overflowing_retry_after_is_a_wait_too_long() {
         let a = adapter(&server.base_url());
         let f = failure_of(&collect(&a, hi()).await);
         assert_eq!(f.code, codes::RATE_LIMIT);
-        assert_eq!(f.provider_retry_after_ms, Some(u64::MAX), "{header}");
+        assert_eq!(
+            f.provider_retry_after_ms,
+            Some(SATURATED_WAIT_MS),
+            "{header}"
+        );
     }
 }
 
