@@ -48,7 +48,7 @@ pub use plugin::{
 };
 pub use scope::{Context, Disposer, Registration};
 pub use service::{ServiceChange, ServiceProvided, ServiceRemoved};
-pub use settings::{Settings, SettingsCheckError, SettingsSpec};
+pub use settings::{Settings, SettingsCheckError, SettingsSpec, at_least_one};
 pub use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]

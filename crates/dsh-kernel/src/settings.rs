@@ -159,3 +159,18 @@ impl Context {
         self.get::<Settings>().unwrap_or_default()
     }
 }
+
+/// A `#[serde(deserialize_with = "dsh_kernel::at_least_one")]` helper for settings keys whose 0
+/// would be meaningless or harmful (timeouts in ms: a 0 makes every call time out): a `u64`
+/// that is at least 1, else the error "must be at least 1", which the settings check reports
+/// with the file and key (exit 2 in the binary).
+///
+/// # Errors
+/// The value is not an unsigned integer, or it is 0.
+pub fn at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = <u64 as serde::Deserialize>::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom("must be at least 1"));
+    }
+    Ok(n)
+}

@@ -237,6 +237,24 @@ fn a_wrong_key_names_the_file_the_key_and_the_known_keys() {
 }
 
 #[test]
+fn a_zero_timeout_is_refused_naming_the_key() {
+    // Before, each was accepted: every bash call or git context then timed out at once.
+    let dir = tempfile::tempdir().unwrap();
+    for key in [
+        "plugins.dsh-tool-shell.timeout_ms",
+        "plugins.dsh-tool-shell.max_timeout_ms",
+        "plugins.dsh-context.git_timeout_ms",
+    ] {
+        let out = dsh(dir.path(), &["-c", &format!("{key}=0"), "config"]);
+        assert_eq!(out.status.code(), Some(2), "{key}");
+        assert_eq!(
+            stderr(&out),
+            format!("error: -c flags: {key}: must be at least 1\n")
+        );
+    }
+}
+
+#[test]
 fn a_wrong_type_names_the_file_the_key_and_the_expected_type() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_project_settings(dir.path(), "[agent]\nmax_parallel_tool_calls = \"many\"\n");

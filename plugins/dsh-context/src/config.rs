@@ -35,6 +35,8 @@ pub struct ContextConfig {
     /// The longest one git invocation of the git context may run, in milliseconds (at least
     /// 1); past it git's process group is killed and the context says the status is
     /// unavailable. Default [`DEFAULT_GIT_TIMEOUT_MS`](crate::DEFAULT_GIT_TIMEOUT_MS) (2,000).
+    #[serde(deserialize_with = "dsh_kernel::at_least_one")]
+    #[schemars(range(min = 1))]
     pub git_timeout_ms: u64,
 }
 

@@ -474,8 +474,10 @@ fn settings_defaults_and_unknown_fields() {
     let d = ContextConfig::default().git_options();
     assert_eq!(d.timeout, Duration::from_millis(2_000));
     assert_eq!(d.status_max_files, 20_000);
+    let zero = serde_json::from_value::<ContextConfig>(json!({"git_timeout_ms": 0}));
+    assert_eq!(zero.unwrap_err().to_string(), "must be at least 1");
     let c: ContextConfig =
-        serde_json::from_value(json!({"git_timeout_ms": 0, "git_status_max_files": 7})).unwrap();
+        serde_json::from_value(json!({"git_timeout_ms": 1, "git_status_max_files": 7})).unwrap();
     assert_eq!(
         c.git_options(),
         GitOptions {

@@ -24,9 +24,13 @@ use crate::error::ShellError;
 pub struct ShellConfig {
     /// Default working directory; `None` = the process's current directory.
     pub cwd: Option<PathBuf>,
-    /// Default foreground timeout (ms). Default 120 000.
+    /// Default foreground timeout (ms, at least 1). Default 120 000.
+    #[serde(deserialize_with = "dsh_kernel::at_least_one")]
+    #[schemars(range(min = 1))]
     pub timeout_ms: u64,
-    /// Upper bound for per-call timeouts (ms). Default 600 000.
+    /// Upper bound for per-call timeouts (ms, at least 1). Default 600 000.
+    #[serde(deserialize_with = "dsh_kernel::at_least_one")]
+    #[schemars(range(min = 1))]
     pub max_timeout_ms: u64,
     /// Per-stream kept-output cap for foreground runs and per-stream ring size of background
     /// jobs (bytes). Default 64 000.
