@@ -83,7 +83,8 @@ pub const DEFAULT_MAX_TIMEOUT_RETRIES: u64 = 2;
 pub struct RetrySettings {
     /// Default policy mode.
     pub mode: ModeConfig,
-    /// Default policy `max_retries`.
+    /// Default policy `max_retries` (default 5).
+    #[schemars(extend("default" = DEFAULT_MAX_RETRIES))]
     pub max_retries: Option<u64>,
     /// Default policy `retryable_codes`.
     pub retryable_codes: Option<Vec<String>>,
@@ -94,9 +95,11 @@ pub struct RetrySettings {
     /// The longest wait a provider may ask for (`Retry-After`, `retry-after-ms`, a "try again
     /// in" hint) that is honoured, in milliseconds (default 120,000). A longer one fails the
     /// request at once in normal mode (always mode uses its local backoff instead).
+    #[schemars(extend("default" = DEFAULT_MAX_RETRY_WAIT_MS))]
     pub max_retry_wait_ms: Option<u64>,
     /// Normal mode: retries of a timed-out request (`TIMEOUT`) per step (default 2; also
     /// bounded by `max_retries`).
+    #[schemars(extend("default" = DEFAULT_MAX_TIMEOUT_RETRIES))]
     pub max_timeout_retries: Option<u64>,
 }
 
