@@ -14,11 +14,39 @@ use rustix::process::{Pid, Signal};
 /// Poll interval while waiting for a group to disappear (ms).
 const POLL: Duration = Duration::from_millis(20);
 
+/// The fields of `/proc/<pid>/stat` this module reads.
+struct Stat {
+    /// State letter (`R`, `S`, `Z`, …).
+    state: char,
+    /// Parent pid.
+    ppid: u32,
+    /// Process group id.
+    pgrp: u32,
+}
+
+impl Stat {
+    /// Parses the file at `path` (the command name, in parentheses, may hold spaces and `)`).
+    fn read(path: &Path) -> Option<Self> {
+        let stat = std::fs::read_to_string(path).ok()?;
+        let mut f = stat.rsplit_once(')')?.1.split_whitespace();
+        let state = f.next()?.chars().next()?;
+        let ppid = f.next()?.parse().ok()?;
+        let pgrp = f.next()?.parse().ok()?;
+        Some(Self { state, ppid, pgrp })
+    }
+
+    fn of(pid: u32) -> Option<Self> {
+        Self::read(Path::new(&format!("/proc/{pid}/stat")))
+    }
+
+    fn live(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
+    }
+}
+
 /// State letter of `pid` from `/proc/<pid>/stat` (`R`, `S`, `Z`, …), `None` if it does not exist.
 pub fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().next()?.chars().next()
+    Stat::of(pid).map(|s| s.state)
 }
 
 /// True if `pid` exists and is not a zombie.
@@ -38,19 +66,10 @@ fn proc_table() -> Option<Vec<(u32, u32, char)>> {
         else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Some(stat) = Stat::read(&entry.path().join("stat")) else {
             continue;
         };
-        let Some((_, after)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut f = after.split_whitespace();
-        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        let _ppid = f.next();
-        let Some(pgrp) = f.next().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        out.push((pid, pgrp, state));
+        out.push((pid, stat.pgrp, stat.state));
     }
     Some(out)
 }
@@ -98,19 +117,7 @@ pub fn signal_group(pgid: u32, sig: Signal) {
 /// process group is not its pid): the window between spawn and `setsid(2)`. Checking the parent
 /// keeps a reused pid of an unrelated process from ever being signalled.
 fn spawned_before_its_group(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some((_, after)) = stat.rsplit_once(')') else {
-        return false;
-    };
-    let mut f = after.split_whitespace();
-    let state = f.next().and_then(|s| s.chars().next());
-    let ppid = f.next().and_then(|s| s.parse::<u32>().ok());
-    let pgrp = f.next().and_then(|s| s.parse::<u32>().ok());
-    !matches!(state, Some('Z' | 'X') | None)
-        && ppid == Some(std::process::id())
-        && pgrp.is_some_and(|g| g != pid)
+    Stat::of(pid).is_some_and(|s| s.live() && s.ppid == std::process::id() && s.pgrp != pid)
 }
 
 /// True while group `pgid` has a live member or its would-be leader has not created it yet
@@ -138,10 +145,11 @@ pub async fn terminate_group(pgid: u32, grace: Duration) -> bool {
     signal_group(pgid, Signal::TERM);
     let deadline = tokio::time::Instant::now() + grace;
     loop {
-        if !group_or_leader_alive(pgid) {
+        let members = group_members(pgid);
+        if members.is_empty() && !spawned_before_its_group(pgid) {
             return true;
         }
-        if group_missing && !group_members(pgid).is_empty() {
+        if group_missing && !members.is_empty() {
             group_missing = false;
             signal_group(pgid, Signal::TERM);
         }
