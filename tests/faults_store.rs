@@ -20,11 +20,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
-use common::e2e::{Replay, Sandbox, code, text};
+use common::e2e::{Replay, Sandbox, Shell, code, text};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -284,7 +283,6 @@ fn a_second_writer_is_refused_before_any_work_on_both_backends() {
 
 #[test]
 fn an_approved_outside_write_in_the_shell_writes_the_file() {
-    use std::io::{BufRead, BufReader, Write};
     let env = Env::new();
     let outside = env.root.join("outside");
     std::fs::create_dir_all(&outside).unwrap();
@@ -294,42 +292,15 @@ fn an_approved_outside_write_in_the_shell_writes_the_file() {
         {"tool_calls": [["write", {"file_path": t, "content": "approved\n"}]]},
         {"text": "wrote it"},
     ]));
-    let mut cmd = env.dsh(&replay.url(), &[]);
-    cmd.stdin(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines() {
-            let line = line.unwrap();
-            let _ = tx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    writeln!(stdin, "write a file outside the workspace").unwrap();
-    let deadline = std::time::Instant::now() + HANG_LIMIT;
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
-            .expect("no approval question");
-        if line.starts_with("allow tool `write` (permission preset workspace-write: write target ")
-        {
-            break;
-        }
-    }
-    writeln!(stdin, "y").unwrap();
-    drop(stdin);
-    let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done_tx.send(child.wait_with_output());
-    });
-    let out = done_rx.recv_timeout(HANG_LIMIT).unwrap().unwrap();
-    let err = reader.join().unwrap();
-    assert_eq!(code(out.status), 0, "stderr: {err}");
+    let mut shell = Shell::spawn(env.dsh(&replay.url(), &[]));
+    shell.send("write a file outside the workspace");
+    shell.wait_for(
+        "allow tool `write` (permission preset workspace-write: write target ",
+        HANG_LIMIT,
+    );
+    shell.send("y");
+    let (status, err) = shell.finish(HANG_LIMIT);
+    assert_eq!(code(status), 0, "stderr: {err}");
     let written = std::fs::read_to_string(&target)
         .unwrap_or_else(|e| panic!("{} was not written ({e}); stderr: {err}", target.display()));
     assert_eq!(written, "approved\n");

@@ -14,13 +14,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
-use common::e2e::{Replay, Sandbox, code, text};
+use common::e2e::{Replay, Sandbox, Shell, code, text};
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -165,48 +163,24 @@ fn an_approved_outside_read_then_edit_in_the_shell_changes_the_file() {
         {"tool_calls": [["edit", {"file_path": t, "old_string": "red", "new_string": "blue"}]]},
         {"text": "edited it"},
     ]));
-    let mut cmd = dsh(&env, &replay.url(), &[]);
-    cmd.stdin(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines() {
-            let line = line.unwrap();
-            let _ = tx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    writeln!(stdin, "change the colour in {t}").unwrap();
+    let mut shell = Shell::spawn(dsh(&env, &replay.url(), &[]));
+    shell.send(&format!("change the colour in {t}"));
     // Each question comes within a second; a missing one fails here rather than at the hang
     // guard (the shell keeps waiting on stdin).
-    let deadline = Instant::now() + QUESTION_LIMIT;
-    let wait_for = |prefix: &str| loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("no approval question starting {prefix:?}"));
-        if line.starts_with(prefix) {
-            return line;
-        }
-    };
-    let read_q = wait_for("allow tool `read` (permission preset workspace-write: read target ");
+    let read_q = shell.wait_for(
+        "allow tool `read` (permission preset workspace-write: read target ",
+        QUESTION_LIMIT,
+    );
     assert!(read_q.contains(&t), "{read_q}");
-    writeln!(stdin, "y").unwrap();
-    let edit_q = wait_for("allow tool `edit` (permission preset workspace-write: edit target ");
+    shell.send("y");
+    let edit_q = shell.wait_for(
+        "allow tool `edit` (permission preset workspace-write: edit target ",
+        QUESTION_LIMIT,
+    );
     assert!(edit_q.contains(&t), "{edit_q}");
-    writeln!(stdin, "y").unwrap();
-    drop(stdin);
-    let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done_tx.send(child.wait_with_output());
-    });
-    let out = done_rx.recv_timeout(HANG_LIMIT).unwrap().unwrap();
-    let err = reader.join().unwrap();
-    assert_eq!(code(out.status), 0, "stderr: {err}");
+    shell.send("y");
+    let (status, err) = shell.finish(HANG_LIMIT);
+    assert_eq!(code(status), 0, "stderr: {err}");
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         "colour: blue\n",

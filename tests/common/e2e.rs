@@ -159,3 +159,77 @@ pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
 }
+
+/// The interactive shell (`dsh` with no subcommand) driven over piped stdin, with its stderr
+/// read line by line on a thread (approval questions are asked there).
+pub struct Shell {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<String>,
+}
+
+impl Shell {
+    /// Spawns `cmd` (stdin is made piped) and starts reading its stderr.
+    pub fn spawn(mut cmd: Command) -> Self {
+        use std::io::{BufRead, BufReader};
+        cmd.stdin(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines() {
+                let line = line.unwrap();
+                let _ = tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+            reader,
+        }
+    }
+
+    /// Writes `line` and a newline to the shell's stdin.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+
+    /// The first stderr line from now on that starts with `prefix`; the test fails if none
+    /// comes within `limit`.
+    pub fn wait_for(&self, prefix: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("no stderr line starting {prefix:?} within {limit:?}"));
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+
+    /// Closes stdin (end of input ends the shell) and waits up to `limit`; returns the exit
+    /// status and the whole stderr.
+    pub fn finish(mut self, limit: Duration) -> (ExitStatus, String) {
+        drop(self.stdin.take());
+        let (tx, rx) = mpsc::channel();
+        let mut child = self.child;
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        let status = rx
+            .recv_timeout(limit)
+            .unwrap_or_else(|_| panic!("the shell did not end within {limit:?}"))
+            .unwrap();
+        (status, self.reader.join().unwrap())
+    }
+}
