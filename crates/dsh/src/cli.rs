@@ -392,56 +392,18 @@ pub fn main_with(h: &Harness) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// `value` with the password of every URL string hidden (`scheme://user:***@host…`): settings
-/// may hold a `base_url` with credentials in it, and `dsh config` output gets pasted into bug
-/// reports. Strings that are not URLs with a password are unchanged.
+/// `value` with the user info of every URL string hidden (`scheme://user:***@host…`, the
+/// provider's own display form, `dsh_llm_deepseek::redact_url`): settings may hold a `base_url`
+/// with credentials in it, and `dsh config` output gets pasted into bug reports. Other strings
+/// are unchanged.
 fn redact_urls(value: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match value {
-        Value::String(s) => Value::String(redact_url_password(&s)),
+        Value::String(s) => Value::String(dsh_llm_deepseek::redact_url(&s)),
         Value::Array(items) => Value::Array(items.into_iter().map(redact_urls).collect()),
         Value::Object(map) => {
             Value::Object(map.into_iter().map(|(k, v)| (k, redact_urls(v))).collect())
         }
         other => other,
-    }
-}
-
-/// `scheme://user:pass@rest` ⇒ `scheme://user:***@rest`; anything else unchanged.
-fn redact_url_password(s: &str) -> String {
-    let Some((scheme, rest)) = s.split_once("://") else {
-        return s.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return s.to_owned();
-    };
-    let Some((user, _password)) = userinfo.split_once(':') else {
-        return s.to_owned();
-    };
-    format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
-}
-
-#[cfg(test)]
-mod redact_tests {
-    use super::redact_url_password;
-
-    #[test]
-    fn url_passwords_are_hidden_and_other_strings_kept() {
-        assert_eq!(
-            redact_url_password("http://u:pw0rdX@127.0.0.1:1/v1"),
-            "http://u:***@127.0.0.1:1/v1"
-        );
-        assert_eq!(
-            redact_url_password("https://api.deepseek.com"),
-            "https://api.deepseek.com"
-        );
-        assert_eq!(redact_url_password("http://u@h/x"), "http://u@h/x");
-        assert_eq!(redact_url_password("a:b@c"), "a:b@c");
-        assert_eq!(
-            redact_url_password("http://h/p?x=a:b@c"),
-            "http://h/p?x=a:b@c"
-        );
     }
 }

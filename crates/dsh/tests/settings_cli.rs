@@ -237,6 +237,31 @@ fn a_wrong_key_names_the_file_the_key_and_the_known_keys() {
 }
 
 #[test]
+fn dsh_config_hides_the_password_of_a_base_url() {
+    // Before, `dsh config` printed it verbatim (text and --json).
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "-c",
+        "providers.local.base_url=http://u:pw0rdX@127.0.0.1:1/v1",
+        "-c",
+        "providers.local.models=[\"m\"]",
+    ];
+    let out = dsh(dir.path(), &[&flags[..], &["config"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l == "  local.base_url = \"http://u:***@127.0.0.1:1/v1\"    # -c flags"),
+        "{text}"
+    );
+    let json = dsh(dir.path(), &[&flags[..], &["config", "--json"]].concat());
+    assert_eq!(json.status.code(), Some(0));
+    for shown in [text, String::from_utf8(json.stdout).unwrap()] {
+        assert!(!shown.contains("pw0rdX"), "{shown}");
+    }
+}
+
+#[test]
 fn a_zero_timeout_is_refused_naming_the_key() {
     // Before, each was accepted: every bash call or git context then timed out at once.
     let dir = tempfile::tempdir().unwrap();
