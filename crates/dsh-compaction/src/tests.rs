@@ -443,3 +443,48 @@ fn a_span_that_changed_is_refused() {
     let err = bracket.commit(&s, &region, input("s")).unwrap_err();
     assert_eq!(err.code(), "CHANGED");
 }
+
+#[test]
+fn live_event_payloads_serialise_as_documented() {
+    use crate::{
+        CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionNotice,
+        CompactionNoticePayload, NoticeLevel,
+    };
+    use dsh_kernel::EmitEvent;
+    assert_eq!(CompactionNotice::NAME, "compaction/notice");
+    assert_eq!(CompactionCompleted::NAME, "compaction/completed");
+    let n = CompactionNoticePayload {
+        session_id: "s1".into(),
+        scope: None,
+        turn: Some(2),
+        trigger: CompactionCause::ContextOverflow,
+        level: NoticeLevel::Warning,
+        code: "SUMMARY_NOT_SMALLER".into(),
+        message: "m".into(),
+    };
+    assert_eq!(
+        serde_json::to_value(&n).unwrap(),
+        serde_json::json!({"sessionId":"s1","turn":2,"trigger":"context-overflow",
+            "level":"warning","code":"SUMMARY_NOT_SMALLER","message":"m"})
+    );
+    let c = CompactionCompletedPayload {
+        session_id: "s1".into(),
+        scope: None,
+        turn: None,
+        trigger: CompactionCause::Manual,
+        compaction_id: None,
+        tokens_before: 100,
+        tokens_after: 40,
+        shadowed_count: 0,
+        pruned_count: 3,
+    };
+    assert_eq!(
+        serde_json::to_value(&c).unwrap(),
+        serde_json::json!({"sessionId":"s1","turn":null,"trigger":"manual","compactionId":null,
+            "tokensBefore":100,"tokensAfter":40,"shadowedCount":0,"prunedCount":3})
+    );
+    assert_eq!(
+        CompactionCause::from(crate::Trigger::Pressure).as_str(),
+        "pressure"
+    );
+}
