@@ -139,7 +139,8 @@ impl BasicCompaction {
         let payload = CompactionCompletedPayload {
             session_id: target.session.id().to_owned(),
             scope: target.key.clone(),
-            turn: target.turn,
+            // Manual compaction runs between turns (its bracket has `turn: null`).
+            turn: target.turn.filter(|_| trigger != CompactionCause::Manual),
             trigger,
             compaction_id: result.map(|r| r.compaction_id.clone()),
             tokens_before,
