@@ -676,9 +676,15 @@ fn manual_compaction_needs_an_idle_session_and_never_repeats_a_region() {
 #[test]
 fn a_live_lock_blocks_and_cancellation_closes_the_bracket() {
     let s = log(8, 2000);
-    let (engine, _) = engine(4000, SUMMARY);
+    // Below the threshold nothing is needed: no lock scan, no error.
+    let (roomy, _) = engine(1_000_000, SUMMARY);
     let target = CompactionTarget::new(s.clone(), Some(1));
     let bracket = dsh_compaction::Bracket::begin(&s, Some(1), None).unwrap();
+    let none = rt()
+        .block_on(roomy.compact_if_needed(&target, Trigger::Pressure, CancellationToken::new()))
+        .unwrap();
+    assert_eq!(none, None);
+    let (engine, _) = engine(4000, SUMMARY);
     let busy = rt()
         .block_on(engine.compact_if_needed(&target, Trigger::Pressure, CancellationToken::new()))
         .unwrap_err();
