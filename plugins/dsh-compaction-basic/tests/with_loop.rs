@@ -495,3 +495,93 @@ async fn after_a_checkpoint_the_next_compaction_never_summarises_only_that_check
         vec![]
     );
 }
+
+/// The text inside a tool-result message.
+fn result_text(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content, .. } => Some(
+                content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .collect::<String>(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn old_oversized_results_are_pruned_in_the_request_and_kept_in_the_log() {
+    // 12,000-character results (about 3,000 tokens each) against an 8,000-token window
+    // (threshold 6,400): before step 4 the three results are pruned to 4096 + marker + 1024
+    // code points, which alone brings the request under the threshold: nothing is summarised.
+    let responses = vec![call("c1"), call("c2"), call("c3"), text("Done.")];
+    let (_k, agent, script) =
+        run_with(8000, "Read the big files.", responses, SUMMARY, 12_000).await;
+    let session = agent.session();
+    assert_eq!(turn_end(session), json!({"kind": "completed"}));
+    let requests = script.requests.lock().unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.opts.purpose != Some(CallPurpose::Compaction)),
+        "no summarisation call"
+    );
+    assert_eq!(requests.len(), 4);
+    let pruned_len = 4096 + "\n\n[... tool result middle pruned ...]\n\n".len() + 1024;
+    let sizes = |r: &Recorded| -> Vec<usize> {
+        r.opts
+            .messages
+            .iter()
+            .map(|m| result_text(m).chars().count())
+            .filter(|&n| n > 0)
+            .collect()
+    };
+    assert_eq!(sizes(&requests[2]), vec![12_000, 12_000]);
+    assert_eq!(sizes(&requests[3]), vec![pruned_len; 3]);
+    // The log keeps the three originals; the surface holds the three replacements.
+    let originals = session
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(&e.data, EventData::ToolResult(d)
+                if e.surface_op == Some(dsh_session::SurfaceOp::Append)
+                    && result_text(&d.message) == "x".repeat(12_000))
+        })
+        .count();
+    assert_eq!(originals, 3);
+    assert_eq!(
+        kinds_of(session, "compaction/"),
+        vec!["compaction/prune"; 3]
+    );
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
+    let completed = script.live.completed.lock().unwrap();
+    assert_eq!(completed.len(), 1);
+    assert_eq!(
+        (
+            completed[0].trigger,
+            completed[0].compaction_id.as_deref(),
+            completed[0].shadowed_count,
+            completed[0].pruned_count
+        ),
+        (CompactionCause::Pressure, None, 0, 3)
+    );
+    // Meter estimates right before the first prune and at the next request.
+    let all = session.events();
+    let first_prune = all
+        .iter()
+        .position(|e| e.kind.as_str() == "compaction/prune")
+        .unwrap();
+    let before = TokenMeter::measure_events(&all[..first_prune]).total_tokens;
+    let after = TokenMeter::measure_events(&all[..requests[3].log_len]).total_tokens;
+    assert_eq!(
+        (completed[0].tokens_before, completed[0].tokens_after),
+        (before, after)
+    );
+    assert!(before >= 6400 && after < 6400, "{before} → {after}");
+}
