@@ -35,6 +35,8 @@ mod render;
 mod sessions;
 pub mod settings;
 mod signals;
+mod spinner;
+mod toolview;
 
 pub use cli::main_with;
 
