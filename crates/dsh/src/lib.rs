@@ -26,6 +26,7 @@
 )]
 
 mod app;
+mod approval_prompt;
 mod cli;
 mod exec;
 mod exit;
