@@ -9,6 +9,8 @@
 //! - `a_bash_exiting_3_shows_its_exit_status_and_tail`: the bash call line shows the call's
 //!   `description` and command, and its result line the exit status and the output's tail.
 //! - `todo_write_is_rendered_as_a_checklist`: a `todo_write` call prints its list as a checklist.
+//! - `a_retried_attempts_text_never_reaches_stdout`: the first attempt streams text and then
+//!   loses its connection; after the retry stdout holds only the second attempt's answer.
 //! - `a_pipe_gets_no_escape_sequences_spinner_or_reasoning`: with reasoning and a slow model,
 //!   neither stream holds an ANSI escape, a spinner frame or the reasoning.
 //!
@@ -159,4 +161,28 @@ fn a_pipe_gets_no_escape_sequences_spinner_or_reasoning() {
     assert_eq!(text(&out.stdout), "Plain answer.\n");
     assert_eq!(stderr, "");
     assert!(!out.stdout.contains(&0x1b));
+}
+
+#[test]
+fn a_retried_attempts_text_never_reaches_stdout() {
+    let env = Sandbox::new();
+    let replay = Replay::start(json!([
+        {"text": "Half of a wrong answer that will be cut off", "disconnect_after": 4},
+        {"text": "The real answer."},
+    ]));
+    let out = run(dsh(
+        &env,
+        &replay.url(),
+        &[
+            "-c",
+            "plugins.dsh-llm-retry.backoff.initial_delay_ms=10",
+            "exec",
+            "answer",
+        ],
+    ));
+    let stderr = text(&out.stderr);
+    assert_eq!(code(out.status), 0, "{stderr}");
+    assert_eq!(text(&out.stdout), "The real answer.\n");
+    assert_eq!(replay.chat_requests().len(), 2, "{stderr}");
+    assert!(!stderr.contains("wrong answer"), "{stderr}");
 }
