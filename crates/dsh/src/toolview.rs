@@ -94,6 +94,7 @@ fn tail(lines: &[&str]) -> Vec<String> {
 /// - `bash` in the foreground: `  ✓ exit 0`, `  ✗ exit <code>`, `  ✗ killed by signal: <sig>` or
 ///   `  ✗ timed out after <ms>ms` (from the result's trailing markers), then the output's
 ///   [`TAIL_LINES`]-line tail (none for `(no output)`);
+/// - `read`: `  ✓ <its footer>` (`End of file - total <n> lines`, `Showing lines a-b of n. …`);
 /// - anything else: `  ✓ <the text>` when it is one line, else `  ✓ <n> lines`.
 pub fn result_lines(name: &str, arguments: &str, text: &str, is_error: bool) -> Vec<String> {
     if is_error {
@@ -114,14 +115,24 @@ pub fn result_lines(name: &str, arguments: &str, text: &str, is_error: bool) -> 
             }
             bash_result(text)
         }
-        _ => {
-            let lines: Vec<&str> = text.lines().collect();
-            match lines.len() {
-                0 => vec!["  ✓ (empty)".to_owned()],
-                1 => vec![format!("  ✓ {}", clip(lines[0]))],
-                n => vec![format!("  ✓ {n} lines")],
-            }
-        }
+        "read" => match text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix('(')?.strip_suffix(')'))
+        {
+            Some(footer) => vec![format!("  ✓ {}", clip(footer))],
+            None => generic_result(text),
+        },
+        _ => generic_result(text),
+    }
+}
+
+fn generic_result(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    match lines.len() {
+        0 => vec!["  ✓ (empty)".to_owned()],
+        1 => vec![format!("  ✓ {}", clip(lines[0]))],
+        n => vec![format!("  ✓ {n} lines")],
     }
 }
 
