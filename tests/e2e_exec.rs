@@ -347,7 +347,9 @@ fn exec_text_fixes_the_project_and_prints_the_answer() {
     assert_eq!(
         text(&out.stderr),
         format!(
-            "• read {calc}\n• edit {calc}\n• bash sh test_calc.sh\n",
+            "• read {calc}\n  ✓ End of file - total 3 lines\n\
+             • edit {calc}\n  ✓ The file {calc} has been updated successfully.\n\
+             • bash Run the tests\n  $ sh test_calc.sh\n  ✓ exit 0\n  │ ok: add 2 3 = 5\n",
             calc = env.calc()
         )
     );

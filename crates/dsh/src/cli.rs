@@ -87,6 +87,9 @@ struct ExecArgs {
     /// Do not persist the session.
     #[arg(long)]
     ephemeral: bool,
+    /// Also write the final answer (the last assistant message's text) to FILE.
+    #[arg(long, value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
 }
 
 fn workspace(global: &Global) -> Result<PathBuf> {
@@ -325,6 +328,7 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
                     },
                     resume: args.resume,
                     continue_last: args.continue_last,
+                    output_last_message: args.output_last_message,
                 },
             )
             .await

@@ -1,12 +1,16 @@
 //! `dsh exec`: one headless turn on a fresh (or resumed) persisted session.
 //!
-//! Streams the answer to stdout (tool activity on stderr), or with `--json` every session event
-//! as a JSON line followed by a mandatory terminal `result` line written after the final flush.
+//! Text mode: when stdout is not a terminal it holds only the final answer (the text of the
+//! turn's last assistant message, as the `--json` result's `text`), written when the run ends;
+//! narration and tool activity go to stderr. On a terminal the answer streams as it arrives.
+//! With `--json`, every session event as a JSON line followed by a mandatory terminal `result`
+//! line written after the final flush. `--output-last-message FILE` also writes the final
+//! answer to FILE (exactly its text), in both formats.
 //! Exit codes (decided in [`exit`]): 0 completed, 1 turn error, 2 usage/config error, 3
 //! output-token limit, 4 blocked by policy, 5 step limit, 130 cancelled (Ctrl-C, SIGTERM or
 //! SIGHUP cancel the turn cleanly).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -28,6 +32,8 @@ pub struct ExecRequest {
     pub resume: Option<String>,
     /// `--continue`.
     pub continue_last: bool,
+    /// `--output-last-message FILE`: where the final answer is also written.
+    pub output_last_message: Option<std::path::PathBuf>,
 }
 
 /// Runs one exec and returns the process exit code.
@@ -47,8 +53,9 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     };
     let _headless = deny_instead_of_asking(&app)?;
     let from_seq = agent.session().seq();
+    let final_only = !std::io::stdout().is_terminal();
     let (renderer, mid_line) =
-        render::attach(app.kernel.root(), agent.id().to_string(), req.format)
+        render::attach_final_only(app.kernel.root(), agent.id().to_string(), req.format)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     let fresh = req.resume.is_none() && !req.continue_last;
     if fresh && req.format == Format::Json {
@@ -100,9 +107,30 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
         let _ = writeln!(std::io::stderr(), "{}", exit::error_line(e));
         code = exit::for_error(e);
     }
+    if let Some(path) = &req.output_last_message
+        && let Err(e) = std::fs::write(path, &summary.text)
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: --output-last-message {}: {e}",
+            path.display()
+        );
+        if code == 0 {
+            code = 1;
+        }
+    }
     match req.format {
         Format::Text => {
-            if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
+            if final_only {
+                if !summary.text.is_empty() {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(summary.text.as_bytes());
+                    if !summary.text.ends_with('\n') {
+                        let _ = out.write_all(b"\n");
+                    }
+                    let _ = out.flush();
+                }
+            } else if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
                 let _ = writeln!(std::io::stdout());
             }
             if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {

@@ -1,8 +1,9 @@
 //! The line-mode interactive shell: a prompt, the streamed answer, tool activity on stderr,
 //! Ctrl-C cancels the running turn (a second Ctrl-C while idle, or `/exit`, quits), slash
 //! commands (`/new`, `/sessions`, `/resume ID`, `/model [PROVIDER/]MODEL`, `/help`, `/exit`),
-//! an approval answerer that asks y/n at the prompt. SIGTERM and SIGHUP cancel a running turn,
-//! save the session and end the shell (exit 130).
+//! an approval answerer that asks at the prompt (allow once, allow the path or the tool for the
+//! rest of the session, deny with a reason; see [`crate::approval_prompt`]). SIGTERM and SIGHUP
+//! cancel a running turn, save the session and end the shell (exit 130).
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -15,12 +16,16 @@ use dsh_llm::Message;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::app::App;
+use crate::approval_prompt;
 use crate::render::{self, Format};
 
 /// A question from the approval answerer to the input loop.
 struct Ask {
-    text: String,
-    reply: oneshot::Sender<bool>,
+    /// The lines to print.
+    lines: Vec<String>,
+    /// The call has a target path (`p` is an answer).
+    has_path: bool,
+    reply: oneshot::Sender<approval_prompt::Answer>,
 }
 
 const HELP: &str = "commands: /new (fresh session)  /sessions (stored sessions)  /resume ID  \
@@ -37,35 +42,71 @@ fn say(msg: &str) {
 }
 
 fn register_answerer(app: &App, tx: mpsc::Sender<Ask>) -> Result<Registration> {
+    let grants = Arc::new(approval_prompt::Grants::default());
     app.kernel
         .root()
         .on_waterfall::<ApprovalRequestEvent, _, _>(move |q, _next| {
             let tx = tx.clone();
+            let grants = grants.clone();
             async move {
-                let (reply, rx) = oneshot::channel();
-                let text = format!(
-                    "allow tool `{}`{}? [y/N]",
-                    q.request.tool_name,
-                    q.request
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
+                let req = &q.request;
+                let session = &req.caller.session;
+                let sid = req.caller.session_id.to_string();
+                let call = req
+                    .call_id
+                    .as_ref()
+                    .and_then(|c| approval_prompt::call_of(session, c.as_str()));
+                let args = call.map(|(_, a)| a).unwrap_or(serde_json::Value::Null);
+                let cwd = session
+                    .header()
+                    .cwd
+                    .clone()
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_default();
+                let path = approval_prompt::target_path(&args, &cwd);
+                if let Some(by) = grants.covering(&sid, &req.tool_name, path.as_deref()) {
+                    say(&format!("  ✓ allowed: {by} is allowed for this session"));
+                    return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce));
+                }
+                let preview = approval_prompt::preview(&req.tool_name, &args, path.as_deref());
+                let lines = approval_prompt::question_lines(
+                    &req.tool_name,
+                    req.reason.as_deref(),
+                    path.as_deref(),
+                    &preview,
+                    approval_prompt::terminal_width(),
                 );
-                if tx.send(Ask { text, reply }).await.is_err() {
+                let (reply, rx) = oneshot::channel();
+                let ask = Ask {
+                    lines,
+                    has_path: path.is_some(),
+                    reply,
+                };
+                if tx.send(ask).await.is_err() {
                     return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::Unavailable));
                 }
-                let allowed = tokio::select! {
-                    r = rx => r.unwrap_or(false),
-                    () = q.request.signal.cancelled() => {
+                let answer = tokio::select! {
+                    r = rx => r.unwrap_or(approval_prompt::Answer::Deny(None)),
+                    () = req.signal.cancelled() => {
                         return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::Cancelled));
                     }
                 };
-                Ok(ApprovalAnswer::Outcome(if allowed {
-                    ApprovalOutcome::AllowedOnce
-                } else {
-                    ApprovalOutcome::Rejected
-                }))
+                use approval_prompt::Answer;
+                Ok(match answer {
+                    Answer::Once => ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce),
+                    Answer::SessionTool => {
+                        grants.allow_tool(&sid, &req.tool_name);
+                        ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce)
+                    }
+                    Answer::SessionPath => {
+                        if let Some(p) = &path {
+                            grants.allow_path(&sid, p);
+                        }
+                        ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce)
+                    }
+                    Answer::Deny(Some(why)) => ApprovalAnswer::RejectedBecause(why),
+                    Answer::Deny(None) => ApprovalAnswer::Outcome(ApprovalOutcome::Rejected),
+                })
             }
         })
         .map_err(|e| anyhow::anyhow!("{e}"))
@@ -108,7 +149,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
     ));
     let mut running = false;
     let mut turn_from_seq = 0u64;
-    let mut pending_ask: Option<oneshot::Sender<bool>> = None;
+    let mut pending_ask: Option<(oneshot::Sender<approval_prompt::Answer>, bool)> = None;
     // SIGTERM and SIGHUP (the terminal closed) cancel a running turn, save the session and end
     // the shell with exit 130 (`crate::signals`).
     let mut stops = crate::signals::StopSignals::install()?;
@@ -132,9 +173,8 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                     }
                     break;
                 };
-                if let Some(reply) = pending_ask.take() {
-                    let yes = matches!(line.trim(), "y" | "Y" | "yes");
-                    let _ = reply.send(yes);
+                if let Some((reply, has_path)) = pending_ask.take() {
+                    let _ = reply.send(approval_prompt::parse_answer(&line, has_path));
                     continue;
                 }
                 let line = line.trim().to_owned();
@@ -229,8 +269,10 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
             }
             ask = ask_rx.recv() => {
                 if let Some(ask) = ask {
-                    say(&ask.text);
-                    pending_ask = Some(ask.reply);
+                    for l in &ask.lines {
+                        say(l);
+                    }
+                    pending_ask = Some((ask.reply, ask.has_path));
                 }
             }
             () = agent.when_idle(), if running => {

@@ -26,6 +26,7 @@
 )]
 
 mod app;
+mod approval_prompt;
 mod cli;
 mod exec;
 mod exit;
@@ -35,6 +36,8 @@ mod render;
 mod sessions;
 pub mod settings;
 mod signals;
+mod spinner;
+mod toolview;
 
 pub use cli::main_with;
 
