@@ -547,3 +547,177 @@ fn an_unknown_window_turns_automatic_compaction_off_and_says_so_once() {
     let result = json_lines(&out.stdout).pop().unwrap();
     assert_eq!(result["contextWindow"], Value::Null);
 }
+
+#[test]
+fn a_summary_larger_than_its_source_is_rejected_and_the_turn_goes_on() {
+    const STEPS: usize = 14;
+    let env = Env::new(&window_settings(), STEPS);
+    // Every summary the model writes is ~40 KB: never smaller than what it would replace.
+    let model = Model::start(
+        Box::new(|n| {
+            if n + 1 < STEPS {
+                cat(n)
+            } else {
+                ScriptResponse::text("printed anyway")
+            }
+        }),
+        Some("## Primary Request and Intent\n".to_owned() + &"- a very long bullet\n".repeat(2000)),
+    );
+    let out = env.dsh(&model.url, &["exec", "--json", "print every big file"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(code(out.status), 0, "{stderr}");
+    let result = json_lines(&out.stdout).pop().unwrap();
+    assert_eq!(result["text"], "printed anyway");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("  ! ")).collect();
+    assert!(!warnings.is_empty(), "{stderr}");
+    for w in &warnings {
+        assert!(
+            w.starts_with("  ! automatic compaction failed: ")
+                && w.contains("SUMMARY_NOT_SMALLER")
+                && w.ends_with("; the turn goes on uncompacted"),
+            "{w}"
+        );
+    }
+    assert_eq!(compaction_lines(&stderr), Vec::<&str>::new());
+    let bodies = model.bodies();
+    let summaries = bodies.iter().filter(|b| is_summary_request(b)).count();
+    assert_eq!(
+        warnings.len(),
+        summaries,
+        "one warning per rejected summary"
+    );
+    // Uncompacted: the last request still carries the first file.
+    let last = bodies.last().unwrap().to_string();
+    assert!(last.contains("file 00 line 00"));
+    assert!(!last.contains("<compacted-summary>"));
+    let id = result["sessionId"].as_str().unwrap();
+    let verify = env.dsh(&model.url, &["sessions", "verify", id]);
+    assert_eq!(code(verify.status), 0, "{}", text(&verify.stdout));
+}
+
+/// The interactive shell with stdout and stderr read on threads.
+struct Interactive {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Interactive {
+    fn spawn(mut cmd: std::process::Command) -> Self {
+        cmd.stdin(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let pump = |mut r: Box<dyn Read + Send>| {
+            let buf: Arc<Mutex<String>> = Arc::default();
+            let b = buf.clone();
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(k) = r.read(&mut chunk) {
+                    if k == 0 {
+                        break;
+                    }
+                    b.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&chunk[..k]));
+                }
+            });
+            buf
+        };
+        let stdout = pump(Box::new(child.stdout.take().unwrap()));
+        let stderr = pump(Box::new(child.stderr.take().unwrap()));
+        Self {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+
+    /// Waits until `buf` holds `n` occurrences of `needle`.
+    fn wait(buf: &Mutex<String>, needle: &str, n: usize) -> String {
+        for _ in 0..2400 {
+            let s = buf.lock().unwrap().clone();
+            if s.matches(needle).count() >= n {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("no {n}× {needle:?} in: {}", buf.lock().unwrap());
+    }
+
+    fn finish(mut self) -> (i32, String, String) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let out = self.stdout.lock().unwrap().clone();
+        let err = self.stderr.lock().unwrap().clone();
+        (code(status), out, err)
+    }
+}
+
+/// The `[N% ctx] > ` prompts in `stdout`, as N.
+fn prompt_shares(stdout: &str) -> Vec<u64> {
+    stdout
+        .split("% ctx] > ")
+        .filter_map(|part| part.rsplit('[').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn slash_compact_in_the_shell_and_the_context_use_in_its_prompt() {
+    let env = Env::new(&window_settings(), 4);
+    let model = Model::start(
+        Box::new(|n| {
+            if n < 4 {
+                cat(n)
+            } else {
+                ScriptResponse::text("four files printed")
+            }
+        }),
+        None,
+    );
+    let mut sh = Interactive::spawn(env.0.dsh(&model.url, API_KEY, &[]));
+    Interactive::wait(&sh.stdout, "ctx] > ", 1);
+    sh.send("print the files");
+    Interactive::wait(&sh.stdout, "ctx] > ", 2);
+    sh.send("/compact");
+    let err = Interactive::wait(&sh.stderr, "compacted context: ", 1);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("compacted context: "))
+        .unwrap()
+        .to_owned();
+    Interactive::wait(&sh.stdout, "ctx] > ", 3);
+    sh.send("/compact");
+    Interactive::wait(&sh.stderr, "No compactable history yet.", 1);
+    let (status, stdout, stderr) = sh.finish();
+    assert_eq!(status, 0, "{stderr}");
+    // before → after, from the meter; the prompt follows it.
+    let nums: Vec<u64> = line
+        .trim_start_matches("compacted context: ")
+        .split(" tokens")
+        .next()
+        .unwrap()
+        .split(" → ")
+        .map(|n| n.replace(',', "").parse().unwrap())
+        .collect();
+    assert!(nums[1] < nums[0], "{line}");
+    let shares = prompt_shares(&stdout);
+    assert_eq!(shares.len(), 4, "{stdout}");
+    assert_eq!(shares[1], nums[0] * 100 / WINDOW, "{stdout}");
+    assert_eq!(shares[2], nums[1] * 100 / WINDOW, "{stdout}");
+    assert!(stdout.contains("four files printed"));
+    assert_eq!(
+        model
+            .bodies()
+            .iter()
+            .filter(|b| is_summary_request(b))
+            .count(),
+        1
+    );
+}

@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use dsh_agent::Agent;
-use dsh_compaction::{Compaction, CompactionError, CompactionTarget, NOTHING_TO_COMPACT, events};
+use dsh_compaction::{
+    Compaction, CompactionError, CompactionNotice, CompactionTarget, NOTHING_TO_COMPACT,
+    NoticeLevel, events,
+};
 use dsh_kernel::{Context, ListenOptions, Registration};
 use dsh_session::{EventData, Session, SessionEventEmitted};
 use dsh_token_meter::TokenMeter;
@@ -117,15 +120,44 @@ pub fn note_unknown_window(ctx: &Context, agent: &Agent) {
 }
 
 /// Listens for automatic compactions of session `id` and prints one stderr line each:
-/// `  ⇣ compacted context: 14,210 → 3,950 tokens` when one commits, `  ! automatic compaction
-/// failed: <why>; the turn goes on uncompacted` when one fails. Manual compactions (no owning
-/// turn) are reported by their command instead. Dropping the registration stops it.
+/// `  ⇣ compacted context: 14,210 → 3,950 tokens` when one commits (from the durable
+/// `compaction/start` … `compaction/end` bracket, measured with the token meter), `  ! automatic
+/// compaction failed: <why>; the turn goes on uncompacted` when one fails after its start, and
+/// `  ! <message>` for a warning `compaction/notice` that no failed bracket already reported
+/// (a notice about a failed bracket follows that bracket's `compaction/end`). The notice
+/// `NO_CONTEXT_WINDOW` is left to [`note_unknown_window`]. Manual compactions (no owning turn)
+/// are reported by their command instead. Dropping the registrations stops it.
 ///
 /// # Errors
-/// The kernel refused the listener (root disposed).
-pub fn attach_notices(ctx: &Context, id: String) -> Result<Registration, dsh_kernel::KernelError> {
-    let before = std::sync::Mutex::new(None::<u64>);
-    ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
+/// The kernel refused a listener (root disposed).
+pub fn attach_notices(
+    ctx: &Context,
+    id: String,
+) -> Result<(Registration, Registration), dsh_kernel::KernelError> {
+    #[derive(Default)]
+    struct Seen {
+        before: Option<u64>,
+        /// Failed brackets printed whose notice has not arrived yet.
+        failed_unnoticed: usize,
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    let s = seen.clone();
+    let notice_id = id.clone();
+    let notices = ctx.on_emit_with::<CompactionNotice>(ListenOptions::global(), move |n| {
+        if n.session_id != notice_id
+            || n.level != NoticeLevel::Warning
+            || n.code == "NO_CONTEXT_WINDOW"
+        {
+            return;
+        }
+        let mut seen = s.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.failed_unnoticed > 0 {
+            seen.failed_unnoticed -= 1;
+            return;
+        }
+        let _ = writeln!(std::io::stderr(), "  ! {}", n.message);
+    })?;
+    let brackets = ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
         if n.session.id() != id {
             return;
         }
@@ -137,14 +169,15 @@ pub fn attach_notices(ctx: &Context, id: String) -> Result<Registration, dsh_ker
         if !automatic {
             return;
         }
-        let mut before = before.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         if kind == events::START {
-            *before = Some(measure(&n.session));
+            seen.before = Some(measure(&n.session));
         } else if kind == events::END {
-            let was = before.take();
+            let was = seen.before.take();
             let mut err = std::io::stderr().lock();
             match payload.get("error").and_then(serde_json::Value::as_str) {
                 Some(why) => {
+                    seen.failed_unnoticed += 1;
                     let _ = writeln!(
                         err,
                         "  ! automatic compaction failed: {why}; the turn goes on uncompacted"
@@ -161,7 +194,8 @@ pub fn attach_notices(ctx: &Context, id: String) -> Result<Registration, dsh_ker
                 }
             }
         }
-    })
+    })?;
+    Ok((brackets, notices))
 }
 
 fn measure(session: &Arc<Session>) -> u64 {

@@ -301,7 +301,7 @@ fn report_turns(agent: &Agent, from_seq: u64) {
 
 struct Renderer {
     _reg: render::Attached,
-    _compaction: Registration,
+    _compaction: (Registration, Registration),
     mid_line: Arc<std::sync::Mutex<bool>>,
 }
 
