@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput};
 use dsh_compaction::{
     CompactionError, CompactionFuture, CompactionResult, CompactionService, CompactionTarget,
-    SurfaceView, Trigger, active_lock,
+    SurfaceView, Trigger, active_lock_of,
 };
 use dsh_llm::ModelInfo;
 use dsh_llm::models::ModelCatalog;
@@ -218,7 +218,7 @@ impl BasicCompaction {
     }
 
     fn check_lock(session: &Session) -> Result<(), CompactionError> {
-        match active_lock(&session.events()) {
+        match active_lock_of(session) {
             Some(l) => Err(CompactionError::Busy {
                 reason: format!(
                     "compaction {} (seq {}) has not ended",
