@@ -301,6 +301,13 @@ fn a_sixty_step_session_outlives_a_16k_window() {
         .filter(|e| e.kind.as_str() == "compaction/end")
         .count();
     assert_eq!(ends, summaries);
+    // The loop records the overridden window.
+    let windows: Vec<Value> = events
+        .iter()
+        .filter(|e| e.kind.as_str() == "request/context")
+        .map(|e| e.data.to_value()["contextWindow"].clone())
+        .collect();
+    assert_eq!(windows, [json!(WINDOW)]);
     let arcs: Vec<_> = events.into_iter().map(Arc::new).collect();
     assert!(dsh_session::check_invariants(&arcs, None).is_empty());
     let verify = env.dsh(&model.url, &["sessions", "verify", &id]);
@@ -720,4 +727,33 @@ fn slash_compact_in_the_shell_and_the_context_use_in_its_prompt() {
             .count(),
         1
     );
+}
+
+#[test]
+fn an_invalid_models_table_is_a_settings_error() {
+    let env = Env::new(
+        "[models.\"deepseek-v4-flash\"]\ncontext_window = 16000\nmax_output_tokens = 20000\n",
+        0,
+    );
+    let model = Model::start(Box::new(|_| ScriptResponse::text("unused")), None);
+    let out = env.dsh(&model.url, &["exec", "hi"]);
+    assert_eq!(code(out.status), 2);
+    assert_eq!(
+        text(&out.stderr),
+        "error: plugin dsh-llm: models.\"deepseek-v4-flash\": max_output_tokens (20000) exceeds \
+         context_window (16000)\n"
+    );
+    std::fs::write(
+        env.0.repo.join(".dsh/settings.toml"),
+        "[models.\"m\"]\ncontext_windows = 1\n",
+    )
+    .unwrap();
+    let out = env.dsh(&model.url, &["config"]);
+    assert_eq!(code(out.status), 2);
+    assert!(
+        text(&out.stderr).contains("unknown field `context_windows`"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(model.bodies().is_empty());
 }
