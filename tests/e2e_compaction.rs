@@ -50,6 +50,8 @@ type Step = dyn Fn(usize) -> ScriptResponse + Send + Sync;
 struct Model {
     url: String,
     bodies: Arc<Mutex<Vec<Value>>>,
+    /// While set, a summarisation request is recorded and never answered.
+    hang_summaries: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Model {
@@ -60,15 +62,26 @@ impl Model {
         let b = bodies.clone();
         let step: Arc<Step> = Arc::from(step);
         let main = Arc::new(Mutex::new(0usize));
+        let hang_summaries = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hang = hang_summaries.clone();
         std::thread::spawn(move || {
             for (number, s) in l.incoming().enumerate() {
                 let Ok(s) = s else { return };
-                let (b, step, main, summary) =
-                    (b.clone(), step.clone(), main.clone(), summary.clone());
-                std::thread::spawn(move || serve(s, number, &b, &*step, &main, summary));
+                let (b, step, main, summary, hang) = (
+                    b.clone(),
+                    step.clone(),
+                    main.clone(),
+                    summary.clone(),
+                    hang.clone(),
+                );
+                std::thread::spawn(move || serve(s, number, &b, &*step, &main, summary, &hang));
             }
         });
-        Self { url, bodies }
+        Self {
+            url,
+            bodies,
+            hang_summaries,
+        }
     }
 
     fn bodies(&self) -> Vec<Value> {
@@ -91,6 +104,7 @@ fn serve(
     step: &Step,
     main: &Mutex<usize>,
     summary: Option<String>,
+    hang: &std::sync::atomic::AtomicBool,
 ) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
@@ -129,6 +143,11 @@ fn serve(
         }
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         bodies.lock().unwrap().push(body.clone());
+        if is_summary_request(&body) && hang.load(std::sync::atomic::Ordering::SeqCst) {
+            // Never answered: the client is killed while it waits.
+            std::thread::sleep(Duration::from_secs(600));
+            return;
+        }
         let resp = if is_summary_request(&body) {
             ScriptResponse::text(summary.clone().unwrap_or_else(|| SUMMARY.to_owned()))
         } else {
@@ -756,4 +775,70 @@ fn an_invalid_models_table_is_a_settings_error() {
         text(&out.stderr)
     );
     assert!(model.bodies().is_empty());
+}
+
+#[test]
+fn kill9_during_an_automatic_summary_then_resume_compacts() {
+    const STEPS: usize = 30;
+    let env = Env::new(&window_settings(), STEPS);
+    let model = Model::start(
+        Box::new(|n| {
+            if n + 1 < STEPS {
+                cat(n)
+            } else {
+                ScriptResponse::text("all printed")
+            }
+        }),
+        None,
+    );
+    model
+        .hang_summaries
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut child = env
+        .0
+        .dsh(&model.url, API_KEY, &["exec", "print every big file"])
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !model.bodies().iter().any(is_summary_request) {
+        assert!(waited < 2400, "no summarisation request");
+        std::thread::sleep(Duration::from_millis(25));
+        waited += 1;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let id = session_id_in(&env.0.home.join("sessions")).unwrap();
+    let before = model.bodies().len();
+
+    // The crashed log loads (repaired), holds the orphan start, and passes the checks.
+    let loaded = jsonl_persistence(JsonlConfig {
+        root: env.0.home.join("sessions"),
+        ..JsonlConfig::default()
+    })
+    .load(&id)
+    .unwrap();
+    let kinds: Vec<&str> = loaded.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "compaction/start").count(),
+        1
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "compaction/end").count(), 0);
+    let arcs: Vec<_> = loaded.events.iter().cloned().map(Arc::new).collect();
+    assert!(dsh_session::check_invariants(&arcs, None).is_empty());
+    drop(loaded);
+
+    // Resumed, the first step compacts again (the orphan start is stale) and the turn ends.
+    model
+        .hang_summaries
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let out = env.dsh(&model.url, &["exec", "--resume", &id, "go on"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(code(out.status), 0, "{stderr}");
+    assert!(!compaction_lines(&stderr).is_empty(), "{stderr}");
+    assert!(!stderr.contains("BUSY"), "{stderr}");
+    let resumed = &model.bodies()[before..];
+    assert!(resumed.iter().any(is_summary_request));
+    let verify = env.dsh(&model.url, &["sessions", "verify", &id]);
+    assert_eq!(code(verify.status), 0, "{}", text(&verify.stdout));
 }
