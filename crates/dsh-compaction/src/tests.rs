@@ -282,7 +282,10 @@ fn lock_rule_live_matched_and_stale() {
     let b = Bracket::begin(&resumed, None, None).unwrap();
     assert_eq!(b.start_seq, 4);
     assert_eq!(crate::active_lock_of(&resumed).unwrap().seq, 4);
-    assert_eq!(Bracket::begin(&resumed, None, None).unwrap_err().code(), "BUSY");
+    assert_eq!(
+        Bracket::begin(&resumed, None, None).unwrap_err().code(),
+        "BUSY"
+    );
 }
 
 #[test]
