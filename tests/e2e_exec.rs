@@ -480,8 +480,20 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
         .collect();
     assert_eq!(
         keys,
-        ["type", "sessionId", "reason", "text", "usage", "durationMs"]
+        [
+            "type",
+            "sessionId",
+            "reason",
+            "text",
+            "usage",
+            "durationMs",
+            "contextTokens",
+            "contextWindow"
+        ]
     );
+    // deepseek-v4-flash: the built-in catalog's window (issue 14).
+    assert_eq!(result["contextWindow"], 1_048_576);
+    assert!(result["contextTokens"].as_u64().unwrap() > 0);
     assert_eq!(
         std::fs::read_to_string(env.repo.join("calc.sh")).unwrap(),
         CALC_FIXED

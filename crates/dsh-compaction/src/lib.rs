@@ -35,7 +35,7 @@ pub use error::CompactionError;
 pub use events::{
     CompactionEnd, CompactionEvent, CompactionPrune, CompactionStart, CompactionSummary, SeqRange,
 };
-pub use lock::{ActiveLock, active_lock};
+pub use lock::{ActiveLock, active_lock, active_lock_of};
 pub use notice::{
     CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionNotice,
     CompactionNoticePayload, NoticeLevel,

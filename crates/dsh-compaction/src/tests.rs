@@ -271,6 +271,21 @@ fn lock_rule_live_matched_and_stale() {
     assert_eq!(active_lock(&child.events()), None);
     turn_end(&child, 2);
     assert!(Bracket::begin(&child, None, None).is_ok());
+
+    // A resume of the same session (no end-seed): the orphan start is from the dead process,
+    // so it blocks nothing in this lifecycle; a start of this lifecycle still does.
+    let seed: Vec<SessionEvent> = crashed.events().iter().map(|e| (**e).clone()).collect();
+    let resumed = Session::from_restore_with("crashed", seed, None, registry()).unwrap();
+    assert_eq!(active_lock(&resumed.events()).unwrap().seq, 3);
+    assert_eq!(crate::active_lock_of(&resumed), None);
+    assert_eq!(crate::active_lock_of(&crashed).unwrap().seq, 3);
+    let b = Bracket::begin(&resumed, None, None).unwrap();
+    assert_eq!(b.start_seq, 4);
+    assert_eq!(crate::active_lock_of(&resumed).unwrap().seq, 4);
+    assert_eq!(
+        Bracket::begin(&resumed, None, None).unwrap_err().code(),
+        "BUSY"
+    );
 }
 
 #[test]

@@ -25,7 +25,9 @@ pub const DEEPSEEK_V4_MODELS: [&str; 2] = ["deepseek-v4-flash", "deepseek-v4-pro
 /// The limits of one model (tokens; `None` = unknown). JSON
 /// `{"context_window"?, "max_output_tokens"?}`; in a settings file a `[models."<id>"]` table
 /// (unknown keys rejected).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelLimits {
     /// Maximum request + response size (tokens).
@@ -67,13 +69,13 @@ impl From<&ModelInfo> for ModelLimits {
 /// `[models."deepseek-v4-flash"] context_window = 16000`.
 pub type ModelsTable = BTreeMap<String, ModelLimits>;
 
-/// The llm seam's settings: the top-level `models` key. (Registering it with the seam's plugin
-/// declaration needs a JSON Schema derive; until then a host passes the table to
-/// [`ModelCatalog::with_overrides`] itself.)
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The llm seam's settings: the top-level `models` key (declared by the `dsh-llm` plugin; its
+/// table becomes the overrides of [`crate::LlmService::catalog`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmSettings {
-    /// Per-model limit overrides.
+    /// Per-model limit overrides: `[models."<model id>"] context_window = N`,
+    /// `max_output_tokens = N` (tokens, each at least 1).
     pub models: ModelsTable,
 }
 

@@ -148,13 +148,29 @@ fn kernel_for(config: &Config) -> Result<Kernel> {
 /// the harness's preset (a configuration error, exit 2).
 /// The message of a boot failure: one line per failed plugin, `plugin <id>: <error>` (the
 /// kernel's own wording counts the failures, which reads as noise for the usual single one).
+/// A plugin that failed only because a service of an earlier failed plugin is missing is a
+/// consequence, not a cause: it is left out when another plugin failed for a reason of its own
+/// (e.g. an invalid `[models]` table fails `dsh-llm`, whose missing service then fails every
+/// plugin that requires it).
 fn start_failure(e: &dsh_kernel::KernelError) -> String {
     match e {
-        dsh_kernel::KernelError::PluginFailed { failures } => failures
-            .iter()
-            .map(|(id, err)| format!("plugin {id}: {err}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        dsh_kernel::KernelError::PluginFailed { failures } => {
+            let missing = |err: &dsh_kernel::BoxError| {
+                err.downcast_ref::<dsh_kernel::KernelError>()
+                    .is_some_and(|k| matches!(k, dsh_kernel::KernelError::MissingService { .. }))
+            };
+            let causes: Vec<_> = failures.iter().filter(|(_, err)| !missing(err)).collect();
+            let shown = if causes.is_empty() {
+                failures.iter().collect()
+            } else {
+                causes
+            };
+            shown
+                .iter()
+                .map(|(id, err)| format!("plugin {id}: {err}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
         other => format!("plugins failed to start: {other}"),
     }
 }

@@ -333,6 +333,11 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
             )
             .await
         }
+        Some(Command::Sessions(sessions::SessionsCommand::Compact { id })) => {
+            let config = load_config(h, &cli.global, false)?;
+            let app = app::App::boot(config).await?;
+            crate::compact::run_sessions_compact(app, &id).await
+        }
         Some(Command::Sessions(cmd)) => {
             let config = load_config(h, &cli.global, false)?;
             sessions::run(config, cmd).await

@@ -57,6 +57,10 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     let (renderer, mid_line) =
         render::attach_final_only(app.kernel.root(), agent.id().to_string(), req.format)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compaction_notices =
+        crate::compact::attach_notices(app.kernel.root(), agent.id().to_string())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    crate::compact::note_unknown_window(app.kernel.root(), &agent);
     let fresh = req.resume.is_none() && !req.continue_last;
     if fresh && req.format == Format::Json {
         // Events the session wrote while it was being created (before the renderer could
@@ -100,6 +104,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     }
     let flushed = app.flush(&agent).await;
     drop(renderer);
+    drop(compaction_notices);
     let events = agent.session().events();
     let summary = render::summarize_run(&events, from_seq);
     let mut code = exit::for_turn_end(summary.reason.as_ref());
@@ -150,6 +155,9 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 "usage": summary.usage,
                 "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             });
+            let used = crate::compact::context_use(app.kernel.root(), &agent);
+            line["contextTokens"] = json!(used.tokens);
+            line["contextWindow"] = json!(used.window);
             if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
                 line["error"] = json!({"message": error.message, "code": error.code});
             }

@@ -29,11 +29,12 @@ struct Ask {
 }
 
 const HELP: &str = "commands: /new (fresh session)  /sessions (stored sessions)  /resume ID  \
-/model [PROVIDER/]MODEL  /help  /exit — Ctrl-C cancels a running turn; Ctrl-C while idle quits";
+/model [PROVIDER/]MODEL  /compact (summarise older history)  /help  /exit — Ctrl-C cancels a running turn; Ctrl-C while idle quits";
 
-fn prompt() {
+fn prompt(app: &App, agent: &Agent) {
+    let ctx = crate::compact::context_use(app.kernel.root(), agent).prompt_prefix();
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(b"> ");
+    let _ = write!(out, "{ctx}> ");
     let _ = out.flush();
 }
 
@@ -140,6 +141,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
     let _answerer = register_answerer(&app, ask_tx)?;
     let mut lines = spawn_stdin();
     let mut renderer = attach(&app, &agent)?;
+    crate::compact::note_unknown_window(app.kernel.root(), &agent);
     say(&format!(
         "dsh {} — {}/{} — session {}\n{HELP}",
         env!("CARGO_PKG_VERSION"),
@@ -154,7 +156,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
     // the shell with exit 130 (`crate::signals`).
     let mut stops = crate::signals::StopSignals::install()?;
     let mut stopped = false;
-    prompt();
+    prompt(&app, &agent);
     loop {
         tokio::select! {
             line = lines.recv() => {
@@ -179,7 +181,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                 }
                 let line = line.trim().to_owned();
                 if line.is_empty() {
-                    if !running { prompt(); }
+                    if !running { prompt(&app, &agent); }
                     continue;
                 }
                 if let Some(cmd) = line.strip_prefix('/') {
@@ -208,6 +210,16 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                                         say(&format!("session {}", agent.id()));
                                     }
                                     Err(e) => say(&format!("error: {e:#}")),
+                                }
+                            }
+                        }
+                        "compact" => {
+                            if running {
+                                say("a turn is running; /compact works between turns (Ctrl-C it first)");
+                            } else {
+                                match crate::compact::compact_now(&app, &agent).await {
+                                    Ok(m) => say(&m.line()),
+                                    Err(e) => say(&format!("error: {e} ({})", e.code())),
                                 }
                             }
                         }
@@ -252,7 +264,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                         }
                         other => say(&format!("unknown command /{other}; {HELP}")),
                     }
-                    if !running { prompt(); }
+                    if !running { prompt(&app, &agent); }
                     continue;
                 }
                 if !running {
@@ -282,7 +294,7 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                 if let Err(e) = app.flush(&agent).await {
                     say(&format!("error: {e:#}"));
                 }
-                prompt();
+                prompt(&app, &agent);
             }
             _ = stops.recv() => {
                 stopped = true;
@@ -331,6 +343,7 @@ fn report_turns(agent: &Agent, from_seq: u64) {
 
 struct Renderer {
     _reg: render::Attached,
+    _compaction: (Registration, Registration),
     mid_line: Arc<std::sync::Mutex<bool>>,
 }
 
@@ -347,8 +360,11 @@ impl Renderer {
 fn attach(app: &App, agent: &Agent) -> Result<Renderer> {
     let (reg, mid_line) = render::attach(app.kernel.root(), agent.id().to_string(), Format::Text)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compaction = crate::compact::attach_notices(app.kernel.root(), agent.id().to_string())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Renderer {
         _reg: reg,
+        _compaction: compaction,
         mid_line,
     })
 }

@@ -28,6 +28,7 @@
 mod app;
 mod approval_prompt;
 mod cli;
+mod compact;
 mod exec;
 mod exit;
 mod interactive;

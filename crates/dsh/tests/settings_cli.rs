@@ -29,7 +29,21 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "\"never\"",
         "\"ask\"",
     ),
+    (
+        "dsh-compaction-basic",
+        "compaction.threshold_ratio",
+        "threshold_ratio",
+        "0.5",
+        "0.6",
+    ),
     ("dsh-context", "persona", "persona", "\"file\"", "\"flag\""),
+    (
+        "dsh-llm",
+        "models.m1.context_window",
+        "models.m1.context_window",
+        "16000",
+        "32000",
+    ),
     (
         "dsh-llm-deepseek",
         "providers.local.base_url",

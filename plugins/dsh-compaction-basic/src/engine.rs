@@ -12,7 +12,7 @@ use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput};
 use dsh_compaction::{
     CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionError,
     CompactionFuture, CompactionNotice, CompactionNoticePayload, CompactionResult,
-    CompactionService, CompactionTarget, NoticeLevel, SurfaceView, Trigger, active_lock,
+    CompactionService, CompactionTarget, NoticeLevel, SurfaceView, Trigger, active_lock_of,
 };
 use dsh_kernel::{Context, ErrorCode as _};
 use dsh_llm::ModelInfo;
@@ -398,7 +398,7 @@ impl BasicCompaction {
     }
 
     fn check_lock(session: &Session) -> Result<(), CompactionError> {
-        match active_lock(&session.events()) {
+        match active_lock_of(session) {
             Some(l) => Err(CompactionError::Busy {
                 reason: format!(
                     "compaction {} (seq {}) has not ended",

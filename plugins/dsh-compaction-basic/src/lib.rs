@@ -43,10 +43,12 @@ fn start(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     let lookup_llm = llm.clone();
     let lookup: ModelLookup = Arc::new(move |p: &str, m: &str| lookup_llm.resolve_model(p, m));
     let (auto, max_overflow_retries) = (cfg.auto, cfg.max_overflow_retries);
+    // The effective catalog: built-in entries plus the top-level `[models]` overrides the llm
+    // seam read from settings.
     let engine = Arc::new(
         BasicCompaction::new(
             cfg,
-            dsh_llm::models::ModelCatalog::builtin(),
+            llm.catalog().clone(),
             lookup,
             Arc::new(summarizer::LlmSummarizer(llm)),
         )

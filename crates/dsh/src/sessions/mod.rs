@@ -89,6 +89,12 @@ pub enum SessionsCommand {
         /// Session id.
         id: String,
     },
+    /// Compact an idle stored session now (summarise its older history with the model);
+    /// `BUSY` (exit 1) while another process holds it.
+    Compact {
+        /// Session id.
+        id: String,
+    },
 }
 
 /// Runs a session subcommand; returns the process exit code (0 ok, 1 failure/not clean,
@@ -107,6 +113,8 @@ pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
         SessionsCommand::Import { path } => import::run(&storage, &path),
         SessionsCommand::Export { id, to } => export::run(&storage, &id, &to),
         SessionsCommand::Delete { id } => delete::run(&storage, &id),
+        // Dispatched by the command line before the store is opened (it boots the harness).
+        SessionsCommand::Compact { .. } => Ok(crate::exit::USAGE),
     };
     storage.close().await;
     result
