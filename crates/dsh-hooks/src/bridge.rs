@@ -399,11 +399,7 @@ fn last_assistant_text(session: &Session) -> Option<String> {
 /// # Errors
 /// Kernel errors (boxed) when `ctx` is inactive or the named service is already provided.
 pub fn install(ctx: &Context, config: BridgeConfig) -> Result<Arc<HookSet>, BoxError> {
-    let subst = Substitutions {
-        project_dir: Some(config.project_dir.display().to_string()),
-        plugin_root: None,
-    };
-    let set = Arc::new(HookSet::load(config.dialect, &config.files, &subst));
+    let set = Arc::new(crate::load_set(&config));
     for p in &set.problems {
         tracing::warn!(target: "dsh_hooks", code = dsh_kernel::ErrorCode::code(p), "{p}; none of its hooks are registered");
     }

@@ -36,12 +36,11 @@ pub use config::{Dialect, HookCommand, HookEvent};
 pub use error::HooksError;
 pub use settings::{ClaudeCodeSettings, CodexSettings, DEFAULT_MAX_STOP_BLOCKS};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use dsh_kernel::{BoxError, Context};
+use dsh_kernel::{BoxError, Context, Settings};
 
-fn facts(ctx: &Context) -> (PathBuf, PathBuf, Option<PathBuf>) {
-    let s = ctx.settings();
+fn facts(s: &Settings) -> (PathBuf, PathBuf, Option<PathBuf>) {
     let workspace = s
         .fact_str("workspace")
         .map(PathBuf::from)
@@ -55,43 +54,72 @@ fn facts(ctx: &Context) -> (PathBuf, PathBuf, Option<PathBuf>) {
     (workspace, launch, home)
 }
 
-/// The `start` hook of `dsh-hooks-claude-code`: reads the plugin's `[hooks]` section
-/// ([`ClaudeCodeSettings`]) from settings section `plugin_id` and installs the bridge
-/// ([`install`]) under `ctx`.
+fn section<T: serde::de::DeserializeOwned + Default>(
+    s: &Settings,
+    plugin_id: &str,
+) -> Result<T, BoxError> {
+    match s.section(plugin_id) {
+        Some(v) => Ok(serde_json::from_value(v.clone())
+            .map_err(|e| format!("settings of {plugin_id}: {e}"))?),
+        None => Ok(T::default()),
+    }
+}
+
+/// The Claude Code bridge's configuration from `settings` (section `plugin_id`,
+/// [`ClaudeCodeSettings`], and the `workspace` / `launch_dir` run facts; `$HOME` for `~/` and
+/// discovery).
 ///
 /// # Errors
-/// An ill-typed settings section; kernel errors from [`install`].
-pub fn start_claude_code(ctx: &Context, plugin_id: &str) -> Result<(), BoxError> {
-    let s: ClaudeCodeSettings = ctx.settings_section(plugin_id)?;
-    let (workspace, launch, home) = facts(ctx);
+/// An ill-typed settings section.
+pub fn claude_code_config(settings: &Settings, plugin_id: &str) -> Result<BridgeConfig, BoxError> {
+    let s: ClaudeCodeSettings = section(settings, plugin_id)?;
+    let (workspace, launch, home) = facts(settings);
     let files = settings::claude_code_files(&s, &launch, &workspace, home.as_deref());
     let mut config = BridgeConfig::new(Dialect::ClaudeCode, files, workspace);
     config.max_stop_blocks = s.max_stop_blocks.unwrap_or(DEFAULT_MAX_STOP_BLOCKS);
-    install(ctx, config)?;
-    Ok(())
+    Ok(config)
 }
 
-/// The `start` hook of `dsh-hooks-codex` ([`CodexSettings`]).
+/// The Codex bridge's configuration from `settings` ([`CodexSettings`]).
 ///
 /// # Errors
-/// As [`start_claude_code`].
-pub fn start_codex(ctx: &Context, plugin_id: &str) -> Result<(), BoxError> {
-    let s: CodexSettings = ctx.settings_section(plugin_id)?;
-    let (workspace, launch, home) = facts(ctx);
+/// An ill-typed settings section.
+pub fn codex_config(settings: &Settings, plugin_id: &str) -> Result<BridgeConfig, BoxError> {
+    let s: CodexSettings = section(settings, plugin_id)?;
+    let (workspace, launch, home) = facts(settings);
     let files = settings::codex_files(&s, &launch, home.as_deref());
     let mut config = BridgeConfig::new(Dialect::Codex, files, workspace);
     config.max_stop_blocks = s.max_stop_blocks.unwrap_or(DEFAULT_MAX_STOP_BLOCKS);
-    install(ctx, config)?;
+    Ok(config)
+}
+
+/// The `start` hook of `dsh-hooks-claude-code`: [`claude_code_config`] from the booted
+/// settings, then [`install`] under `ctx`.
+///
+/// # Errors
+/// As [`claude_code_config`] and [`install`].
+pub fn start_claude_code(ctx: &Context, plugin_id: &str) -> Result<(), BoxError> {
+    install(ctx, claude_code_config(&ctx.settings(), plugin_id)?)?;
     Ok(())
 }
 
-/// The hooks `dialect` would load from `files` (for `dsh hooks list` without booting).
-pub fn load_set(dialect: Dialect, files: &[PathBuf], project_dir: &Path) -> HookSet {
+/// The `start` hook of `dsh-hooks-codex` ([`codex_config`], then [`install`]).
+///
+/// # Errors
+/// As [`codex_config`] and [`install`].
+pub fn start_codex(ctx: &Context, plugin_id: &str) -> Result<(), BoxError> {
+    install(ctx, codex_config(&ctx.settings(), plugin_id)?)?;
+    Ok(())
+}
+
+/// The hooks `config` loads (what [`install`] would put in force; for `dsh hooks list`
+/// without booting).
+pub fn load_set(config: &BridgeConfig) -> HookSet {
     HookSet::load(
-        dialect,
-        files,
+        config.dialect,
+        &config.files,
         &config::Substitutions {
-            project_dir: Some(project_dir.display().to_string()),
+            project_dir: Some(config.project_dir.display().to_string()),
             plugin_root: None,
         },
     )

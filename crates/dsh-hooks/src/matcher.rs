@@ -47,10 +47,14 @@ impl Matcher {
                 "the matcher is longer than {MAX_MATCHER_CHARS} characters"
             ));
         } else {
-            Kind::Regex(
-                Regex::new(source)
-                    .map_err(|e| format!("the matcher {source:?} is not a valid regex: {e}"))?,
-            )
+            Kind::Regex(Regex::new(source).map_err(|e| {
+                // The regex error draws the pattern over several lines; its last line says
+                // what is wrong.
+                let text = e.to_string();
+                let why = text.lines().last().unwrap_or_default().trim();
+                let why = why.strip_prefix("error: ").unwrap_or(why);
+                format!("the matcher {source:?} is not a valid regex ({why})")
+            })?)
         };
         Ok(Self {
             source: source.to_owned(),

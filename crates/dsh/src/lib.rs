@@ -29,6 +29,7 @@ mod app;
 mod cli;
 mod exec;
 mod exit;
+mod hooks_cmd;
 mod interactive;
 pub mod presets;
 mod render;
