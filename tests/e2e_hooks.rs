@@ -451,7 +451,7 @@ fn a_stop_hook_that_always_blocks_ends_at_the_guard() {
     assert_eq!(last["content"], "run the tests");
     let err = text(&out.stderr);
     assert!(
-        err.contains("  ! hook: a Stop hook blocked the end of turn 1 9 times in a row; the turn ends here ([hooks] max_stop_blocks = 8)\n"),
+        err.contains("  ! hook: a Stop hook blocked the end of the turn 9 times in a row (turn 1); the turn ends here ([hooks] max_stop_blocks = 8)\n"),
         "{err}"
     );
     let active: Vec<Value> = std::fs::read_to_string(&payloads)

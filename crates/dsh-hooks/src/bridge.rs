@@ -702,10 +702,10 @@ fn install_stop(ctx: &Context, bridge: &Arc<Bridge>) -> Result<(), BoxError> {
                     p.scope.as_ref(),
                     Some(&sid),
                     format!(
-                        "a Stop hook blocked the end of turn {} {} time{} in a row; the turn ends here ([hooks] max_stop_blocks = {max})",
-                        p.turn,
+                        "a Stop hook blocked the end of the turn {} time{} in a row (turn {}); the turn ends here ([hooks] max_stop_blocks = {max})",
                         blocks + 1,
                         if blocks == 0 { "" } else { "s" },
+                        p.turn,
                     ),
                 );
                 return Ok(None);

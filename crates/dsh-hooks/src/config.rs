@@ -7,7 +7,7 @@
 //! entries without a string `command`, groups without a `hooks` array and groups left empty are
 //! dropped. A file that does not parse, has the wrong shape or holds a matcher that does not
 //! compile registers none of its hooks ([`HooksError::File`] names the file and the entry).
-//! See docs/upstream/hooks.md ("Hook files").
+//! See docs/upstream/hooks.md ("Configuration").
 
 use std::path::{Path, PathBuf};
 
