@@ -655,3 +655,152 @@ with open(os.path.join(os.environ["DUMP_DIR"], p["hook_event_name"] + ".json"), 
         ]
     );
 }
+
+/// Waits (hang-guarded) until `path` holds a line, and returns it.
+fn wait_for_line(path: &Path) -> String {
+    let deadline = std::time::Instant::now() + HANG_LIMIT;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never written",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z")
+}
+
+#[test]
+fn cancelling_the_turn_kills_a_running_hook_with_its_group() {
+    let env = Env::new();
+    let pid_file = env.root.join("hook-bg.pid");
+    // No timeout of its own (10 minutes): only the turn's cancellation stops it.
+    let command = format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display());
+    let file = env.hook_file("hooks.json", &one_hook("PreToolUse", None, &command, None));
+    let replay = Replay::start(json!([bash_call("echo ran > ran.txt"), {"text": "never"}]));
+    let mut child = env
+        .dsh(&replay.url(), &[&file], &["exec", "go"])
+        .spawn()
+        .unwrap();
+    let bg: u32 = wait_for_line(&pid_file).parse().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let exit = rx.recv_timeout(HANG_LIMIT).unwrap_or_else(|_| {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string(), &bg.to_string()])
+            .status();
+        panic!("dsh did not exit after SIGTERM")
+    });
+    assert_eq!(code(exit.unwrap()), 130);
+    let deadline = std::time::Instant::now() + HANG_LIMIT;
+    while !gone(bg) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hook's sleep {bg} survived"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!env.repo.join("ran.txt").exists());
+}
+
+#[test]
+fn session_start_context_is_in_the_first_request() {
+    let env = Env::new();
+    let file = env.hook_file(
+        "hooks.json",
+        &one_hook(
+            "SessionStart",
+            Some("startup"),
+            r#"echo '{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"ticket ABC-1: fix the login page"}}'"#,
+            None,
+        ),
+    );
+    let replay = Replay::start(json!([{"text": "ok"}]));
+    let out = run(env.dsh(&replay.url(), &[&file], &["exec", "what is my ticket?"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let reqs = replay.chat_requests();
+    let users: Vec<Value> = reqs[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(users.first(), Some(&json!("what is my ticket?")));
+    assert_eq!(
+        users.last(),
+        Some(&json!("ticket ABC-1: fix the login page"))
+    );
+    // Resumed: the matcher `startup` does not take `resume`.
+    let id = env.session_log()[0]["id"].as_str().unwrap().to_owned();
+    let replay = Replay::start(json!([{"text": "ok"}]));
+    let out = run(env.dsh(&replay.url(), &[&file], &["exec", "--resume", &id, "again"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let last = replay.chat_requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].clone())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        last.iter()
+            .filter(|c| **c == json!("ticket ABC-1: fix the login page"))
+            .count(),
+        1,
+        "{last:?}"
+    );
+}
+
+#[test]
+fn codex_hooks_cannot_ask_and_hooks_list_json() {
+    let env = Env::new();
+    let file = env.hook_file(
+        "codex-hooks.json",
+        &json!({"hooks": {"PreToolUse": [{"matcher": "bash", "hooks": [
+            {"command": ASK_SH_ONE_LINE, "timeoutSec": 30},
+        ]}]}}),
+    );
+    let setting = format!("hooks.codex=[{:?}]", file.display().to_string());
+    let replay = Replay::start(json!([bash_call("echo ran > ran.txt"), {"text": "ok"}]));
+    let out = run(env
+        .0
+        .dsh(&replay.url(), API_KEY, &["-c", &setting, "exec", "go"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert!(
+        env.repo.join("ran.txt").exists(),
+        "a Codex ask decides nothing"
+    );
+    let out = run(env.0.dsh(
+        "http://127.0.0.1:9",
+        API_KEY,
+        &["-c", &setting, "hooks", "list", "--json"],
+    ));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({"hooks": [{"dialect": "codex", "event": "PreToolUse", "matcher": "bash",
+            "timeoutMs": 30000, "command": ASK_SH_ONE_LINE, "file": file.display().to_string(),
+            "entry": "hooks.PreToolUse[0].hooks[0]"}], "refused": [], "skipped": []})
+    );
+}
+
+const ASK_SH_ONE_LINE: &str = r#"cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"?"}}'"#;
