@@ -21,7 +21,7 @@ use dsh_llm::{ContentBlock, Message, MessageSource};
 use dsh_persistence::PersistenceService;
 use dsh_session::Session;
 use dsh_tools::{PostToolDecision, PreToolDecision, ToolsPostExecute, ToolsPreExecute};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +29,7 @@ use crate::config::{Dialect, HookCommand, HookEvent, Substitutions, load_file};
 use crate::error::HooksError;
 use crate::output::{Decision, HookOutput, Merged, StdoutForm, merge, parse_output};
 use crate::payload::{Common, Facts, payload, stdin_bytes};
+use crate::records::{self, HookInvoked, HookResult};
 use crate::runner::{DEFAULT_TIMEOUT_MS, HookRunSpec, run_hook};
 use crate::settings::DEFAULT_MAX_STOP_BLOCKS;
 
@@ -245,16 +246,17 @@ impl Bridge {
             let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
             let handler_id = format!("{}:{}:{n}", dialect.as_str(), event.as_str());
             if let Some(s) = record {
-                let mut data = json!({
-                    "turn": p.turn,
-                    "point": event.as_str(),
-                    "dialect": dialect.as_str(),
-                    "handlerId": handler_id,
-                });
-                if let Some(m) = &hook.matcher {
-                    data["matcher"] = json!(m.source());
-                }
-                append(s, "hook/invoked", data);
+                append(
+                    s,
+                    records::EVENT_INVOKED,
+                    &HookInvoked {
+                        turn: p.turn,
+                        point: event.as_str().to_owned(),
+                        dialect: dialect.as_str().to_owned(),
+                        handler_id: handler_id.clone(),
+                        matcher: hook.matcher.as_ref().map(|m| m.source().to_owned()),
+                    },
+                );
             }
             let timeout_ms = hook.timeout_ms.unwrap_or(self.config.default_timeout_ms);
             let run = run_hook(
@@ -270,20 +272,19 @@ impl Bridge {
             .await;
             let out = parse_output(run.exit_code, &run.stdout, &run.stderr, event, dialect);
             if let Some(s) = record {
-                let mut data = json!({
-                    "turn": p.turn,
-                    "point": event.as_str(),
-                    "handlerId": handler_id,
-                    "decision": out.record_decision(),
-                });
-                if let Some(code) = out.exit_code {
-                    data["exitCode"] = json!(code);
-                }
-                if !out.stderr.is_empty() {
-                    data["stderrSummary"] = json!(summary(&out.stderr));
-                }
-                data["durationMs"] = json!(run.duration_ms);
-                append(s, "hook/result", data);
+                append(
+                    s,
+                    records::EVENT_RESULT,
+                    &HookResult {
+                        turn: p.turn,
+                        point: event.as_str().to_owned(),
+                        handler_id: handler_id.clone(),
+                        decision: out.record_decision(),
+                        exit_code: out.exit_code.map(i64::from),
+                        stderr_summary: (!out.stderr.is_empty()).then(|| summary(&out.stderr)),
+                        duration_ms: run.duration_ms,
+                    },
+                );
             }
             let what = format!(
                 "{} hook `{}` ({})",
@@ -353,7 +354,14 @@ impl Bridge {
     }
 }
 
-fn append(session: &Session, kind: &str, data: Value) {
+fn append(session: &Session, kind: &str, data: &impl serde::Serialize) {
+    let data = match serde_json::to_value(data) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(target: "dsh_hooks", error = %e, "could not encode {kind}");
+            return;
+        }
+    };
     if let Err(e) = session.append_value(kind, data, None, false) {
         tracing::warn!(target: "dsh_hooks", session = session.id(), error = %e, "could not record {kind}");
     }
@@ -390,15 +398,18 @@ fn last_assistant_text(session: &Session) -> Option<String> {
         .map(|m| m.text())
 }
 
-/// Loads the hooks of `config` and installs them under `ctx`: provides the [`HookSet`] as a
+/// Loads the hooks of `config` and installs them under `ctx`: declares the typed
+/// `hook/invoked` / `hook/result` records ([`records::declare`]), provides the [`HookSet`] as a
 /// service named after the dialect (`claude-code` / `codex`) and registers a listener on each
 /// extension point that has hooks (see the module table). Every registration is bound to
 /// `ctx`'s scope. A refused file is logged (`tracing::warn`) and kept in
 /// [`HookSet::problems`] for the host to show; it never fails the boot.
 ///
 /// # Errors
-/// Kernel errors (boxed) when `ctx` is inactive or the named service is already provided.
+/// Kernel errors (boxed) when `ctx` is inactive or the named service is already provided; a
+/// registry that refuses the record types (another plugin owns them).
 pub fn install(ctx: &Context, config: BridgeConfig) -> Result<Arc<HookSet>, BoxError> {
+    records::declare(ctx)?;
     let set = Arc::new(crate::load_set(&config));
     for p in &set.problems {
         tracing::warn!(target: "dsh_hooks", code = dsh_kernel::ErrorCode::code(p), "{p}; none of its hooks are registered");

@@ -15,6 +15,7 @@
 //!   and the tool pipeline's extension points, the durable `hook/invoked` / `hook/result`
 //!   records (upstream's log-only types, known to the session's catalog), the Stop guard, and
 //!   [`HookNotice`] for what the user should see;
+//! - [`records`]: the typed `hook/invoked` / `hook/result` declarations;
 //! - [`settings`]: the `[hooks]` settings of both plugins and the files they read.
 //!
 //! Behaviour notes: docs/upstream/hooks.md.
@@ -25,6 +26,7 @@ mod error;
 pub mod matcher;
 pub mod output;
 pub mod payload;
+pub mod records;
 pub mod runner;
 pub mod settings;
 

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::config::{Dialect, HookEvent};
+use crate::records::RecordDecision;
 
 /// A hook's raw decision, as its output spelled it (also the record's `decision`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,11 +85,15 @@ pub struct HookOutput {
 impl HookOutput {
     /// The record's `decision`: the raw decision, else `stop` for `continue: false`, else
     /// `pass`.
-    pub fn record_decision(&self) -> &'static str {
+    pub fn record_decision(&self) -> RecordDecision {
         match (self.decision, self.stop) {
-            (Some(d), _) => d.as_str(),
-            (None, true) => "stop",
-            (None, false) => "pass",
+            (Some(RawDecision::Block), _) => RecordDecision::Block,
+            (Some(RawDecision::Deny), _) => RecordDecision::Deny,
+            (Some(RawDecision::Ask), _) => RecordDecision::Ask,
+            (Some(RawDecision::Allow), _) => RecordDecision::Allow,
+            (Some(RawDecision::Approve), _) => RecordDecision::Approve,
+            (None, true) => RecordDecision::Stop,
+            (None, false) => RecordDecision::Pass,
         }
     }
 }
@@ -276,7 +281,7 @@ mod tests {
         );
         assert_eq!(o.decision, Some(RawDecision::Block));
         assert_eq!(o.reason.as_deref(), Some("no rm"));
-        assert_eq!(o.record_decision(), "block");
+        assert_eq!(o.record_decision(), RecordDecision::Block);
         // Silent exit 2 still blocks, without a reason (the bridge names the hook).
         let o = cc(Some(2), "", "", HookEvent::PreToolUse);
         assert_eq!((o.decision, o.reason), (Some(RawDecision::Block), None));
@@ -292,7 +297,7 @@ mod tests {
                 HookEvent::PreToolUse,
             );
             assert_eq!(o.decision, None);
-            assert_eq!(o.record_decision(), "pass");
+            assert_eq!(o.record_decision(), RecordDecision::Pass);
             assert_eq!(o.stderr, "oops");
         }
     }
@@ -323,9 +328,9 @@ mod tests {
             HookEvent::PreToolUse,
         );
         assert_eq!(o.decision, None);
-        assert_eq!(o.record_decision(), "pass");
+        assert_eq!(o.record_decision(), RecordDecision::Pass);
         let o = cc(Some(0), r#"{"continue":false}"#, "", HookEvent::Stop);
-        assert_eq!(o.record_decision(), "stop");
+        assert_eq!(o.record_decision(), RecordDecision::Stop);
     }
 
     #[test]
