@@ -243,6 +243,10 @@ impl Bridge {
         let session_id = p.session.map(|s| s.id().to_owned());
         let mut outputs = Vec::new();
         for hook in hooks {
+            if p.cancel.is_cancelled() {
+                // The turn (or call) was cancelled: the hooks after this one do not start.
+                break;
+            }
             let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
             let handler_id = format!("{}:{}:{n}", dialect.as_str(), event.as_str());
             if let Some(s) = record {
