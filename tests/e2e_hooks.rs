@@ -804,3 +804,58 @@ fn codex_hooks_cannot_ask_and_hooks_list_json() {
 }
 
 const ASK_SH_ONE_LINE: &str = r#"cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"?"}}'"#;
+
+#[test]
+fn discover_reads_claude_codes_own_files_and_hooks_get_a_scrubbed_environment() {
+    let env = Env::new();
+    let seen = env.root.join("env-seen.txt");
+    // The user's file: records what the hook's environment holds.
+    std::fs::create_dir_all(env.home.join(".claude")).unwrap();
+    std::fs::write(
+        env.home.join(".claude/settings.json"),
+        json!({"model": "opus", "hooks": {"PreToolUse": [{"matcher": "bash", "hooks": [{"type": "command",
+            "command": format!("echo \"key=${{DEEPSEEK_API_KEY:-unset}} project=$CLAUDE_PROJECT_DIR\" > {}", seen.display())}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    // The project's file: denies.
+    std::fs::create_dir_all(env.repo.join(".claude")).unwrap();
+    std::fs::write(
+        env.repo.join(".claude/settings.json"),
+        one_hook(
+            "PreToolUse",
+            Some("bash"),
+            "echo 'not in this repo' >&2; exit 2",
+            None,
+        )
+        .to_string(),
+    )
+    .unwrap();
+    let script = json!([bash_call("echo ran > ran.txt"), {"text": "ok"}]);
+
+    // Without discover nothing runs.
+    let replay = Replay::start(script.clone());
+    let out = run(env.0.dsh(&replay.url(), API_KEY, &["exec", "go"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert!(env.repo.join("ran.txt").exists());
+    assert!(!seen.exists());
+    std::fs::remove_file(env.repo.join("ran.txt")).unwrap();
+
+    let replay = Replay::start(script);
+    let out = run(env.0.dsh(
+        &replay.url(),
+        API_KEY,
+        &["-c", "hooks.discover=true", "exec", "go"],
+    ));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert!(!env.repo.join("ran.txt").exists());
+    assert_eq!(
+        tool_texts(&replay.chat_requests()[1]),
+        vec!["Error: not in this repo".to_owned()]
+    );
+    // dsh's API key is scrubbed from the hook's environment; the project dir is set.
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        format!("key=unset project={}\n", env.repo.display())
+    );
+}
