@@ -2,8 +2,10 @@
 //! and python3 hook scripts: a PreToolUse deny of `rm -rf` (the file stays, the model reads the
 //! reason), an ask that becomes an approval question in the interactive shell and a denial in
 //! `exec`, PostToolUse context in the next request, exit code 2, output that is not one JSON
-//! object, a hook killed with its process group at its timeout, the Stop guard, a blocked prompt,
-//! refused hook files, `dsh hooks list`, and the whole stdin payload with Claude Code's field
+//! object, a hook killed with its process group at its timeout and when the turn is cancelled,
+//! the Stop guard, a blocked prompt, SessionStart context in the first request, refused hook
+//! files, `dsh hooks list`, discovery of Claude Code's own settings files, the scrubbed
+//! environment, Codex hooks that cannot ask, and the whole stdin payload with Claude Code's field
 //! names.
 //!
 //! The model is the replay provider (`dsh_test_support::ReplayServer` on 127.0.0.1).
