@@ -199,6 +199,8 @@ impl App {
             // base_url, an invalid section): a configuration error, exit 2.
             return Err(UsageError(start_failure(&e)).into());
         }
+        // Refused hook files, once, and the hook bridges' notices on stderr.
+        crate::hooks_cmd::attach(&kernel)?.detach();
         // Every backend plugin is applied now: open the configured one (fail early on a bad name).
         if let Some(persistence) = kernel.root().get::<PersistenceService>() {
             persistence

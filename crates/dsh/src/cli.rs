@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
-use crate::{Harness, app, exec, interactive, render, sessions, settings};
+use crate::{Harness, app, exec, hooks_cmd, interactive, render, sessions, settings};
 
 /// dsh — a fast, reliable, extensible coding-agent harness.
 #[derive(Parser, Debug)]
@@ -57,6 +57,9 @@ enum Command {
     /// Manage stored sessions.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// The command hooks in force (Claude Code and Codex), their source file and matcher.
+    #[command(subcommand)]
+    Hooks(hooks_cmd::HooksCommand),
     /// Print the version and the plugins this binary boots, with their settings.
     Plugins {
         /// One JSON array of `{id, enabled, after, aliases, topLevel, settingsSchema}`.
@@ -337,6 +340,10 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
             let config = load_config(h, &cli.global, false)?;
             let app = app::App::boot(config).await?;
             crate::compact::run_sessions_compact(app, &id).await
+        }
+        Some(Command::Hooks(cmd)) => {
+            let config = load_config(h, &cli.global, false)?;
+            hooks_cmd::run(&config, cmd).await
         }
         Some(Command::Sessions(cmd)) => {
             let config = load_config(h, &cli.global, false)?;

@@ -31,6 +31,7 @@ mod cli;
 mod compact;
 mod exec;
 mod exit;
+mod hooks_cmd;
 mod interactive;
 pub mod presets;
 mod render;

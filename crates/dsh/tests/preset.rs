@@ -31,6 +31,8 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-approval",
             "dsh-compaction-basic",
             "dsh-context",
+            "dsh-hooks-claude-code",
+            "dsh-hooks-codex",
             "dsh-llm",
             "dsh-llm-deepseek",
             "dsh-llm-retry",

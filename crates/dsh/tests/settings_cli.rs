@@ -45,6 +45,20 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "32000",
     ),
     (
+        "dsh-hooks-claude-code",
+        "plugins.dsh-hooks-claude-code.max_stop_blocks",
+        "max_stop_blocks",
+        "3",
+        "4",
+    ),
+    (
+        "dsh-hooks-codex",
+        "plugins.dsh-hooks-codex.max_stop_blocks",
+        "max_stop_blocks",
+        "5",
+        "6",
+    ),
+    (
         "dsh-llm-deepseek",
         "providers.local.base_url",
         "local.base_url",
