@@ -32,9 +32,11 @@ mod exit;
 mod interactive;
 pub mod presets;
 mod render;
+mod resume;
 mod sessions;
 pub mod settings;
 mod signals;
+mod workspace;
 
 pub use cli::main_with;
 
