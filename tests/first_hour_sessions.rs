@@ -230,8 +230,15 @@ fn a_resume_by_a_13_character_prefix_from_a_subdirectory_restores_the_model() {
     let id = first["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(replay.chat_requests()[0].body["model"], "deepseek-v4-pro");
     let prefix = &id[..13];
+    // The project's settings name another model: the session's own model still wins.
+    std::fs::create_dir_all(env.repo.join(".dsh")).unwrap();
+    std::fs::write(
+        env.repo.join(".dsh/settings.toml"),
+        "model = \"deepseek-v4-flash\"\n",
+    )
+    .unwrap();
 
-    // From a subdirectory, no -m: the session's own model, not the default (flash).
+    // From a subdirectory, no -m: the session's own model, not the settings' (flash).
     let second = exec_json(
         &env,
         &sub,
