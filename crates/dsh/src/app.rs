@@ -319,8 +319,9 @@ impl App {
 
     /// Resumes the persisted session `prefix` names (its id or any unambiguous prefix of it) on
     /// the route [`crate::resume::choose_route`] picks (flags > the session's stored route and
-    /// model > settings > default). An agent of that id already live in this process (the
-    /// session left with `/new`) is re-attached instead of loaded again.
+    /// model > settings > default; a stored route this harness lacks is skipped). An agent of
+    /// that id already live in this process (the session left with `/new`) is re-attached
+    /// instead of loaded again.
     ///
     /// # Errors
     /// [`UsageError`] without persistence, for an unknown or ambiguous id; load errors.
@@ -338,8 +339,12 @@ impl App {
                 .await
                 .map_err(|e| anyhow::Error::new(e).context(format!("resuming session `{id}`")))?,
         };
+        // A stored route this harness no longer has (a `[providers.<id>]` since removed) is
+        // not restored: the settings' route is used instead.
+        let llm = self.kernel.root().get::<LlmService>();
         let stored =
-            crate::resume::stored_route(agent.session().request_context_event().as_deref());
+            crate::resume::stored_route(agent.session().request_context_event().as_deref())
+                .filter(|(p, _)| llm.as_ref().is_some_and(|l| l.has_provider(p)));
         let (provider, model, source) = crate::resume::choose_route(
             &self.config,
             stored.as_ref().map(|(p, m)| (p.as_str(), m.as_str())),
