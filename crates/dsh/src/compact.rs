@@ -303,7 +303,7 @@ pub async fn compact_now(app: &App, agent: &Agent) -> Result<Manual, ManualError
 pub async fn run_sessions_compact(app: App, id: &str) -> anyhow::Result<i32> {
     app.check_provider()?;
     let agent = match app.resume(id).await {
-        Ok(a) => a,
+        Ok((a, _source)) => a,
         Err(e) if is_locked(&e) => {
             let busy = CompactionError::Busy {
                 reason: format!("another process holds session {id} ({e:#})"),

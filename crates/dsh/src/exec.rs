@@ -44,10 +44,10 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     let started = Instant::now();
     app.check_provider()?;
     let agent = if let Some(id) = &req.resume {
-        app.resume(id).await?
+        app.resume(id).await?.0
     } else if req.continue_last {
         let id = app.last_session_id()?;
-        app.resume(&id).await?
+        app.resume(&id).await?.0
     } else {
         app.new_agent().await?
     };
@@ -141,6 +141,16 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
             if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                end_line(
+                    agent.id().as_str(),
+                    app.config.persist,
+                    started.elapsed(),
+                    &summary.usage
+                )
+            );
         }
         Format::Json => {
             let reason = summary
@@ -168,6 +178,32 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     }
     app.shutdown().await;
     Ok(code)
+}
+
+/// The last stderr line of a text-mode `exec`: `session <id> · <secs> s · <in> in / <out> out
+/// tokens`, with `(cached <n>)` after the input when the provider served some from its cache,
+/// `(estimated)` when the provider sent no usage, and `(not saved)` after the id under
+/// `--ephemeral`. Seconds have one decimal; token counts are summed over the run's assistant
+/// messages (input = uncached + cache read + cache write, as the `--json` result's `usage`).
+fn end_line(
+    id: &str,
+    persisted: bool,
+    elapsed: std::time::Duration,
+    usage: &dsh_llm::TokenUsage,
+) -> String {
+    let cached = usage
+        .cache_read_tokens
+        .filter(|n| *n > 0)
+        .map(|n| format!(" (cached {n})"))
+        .unwrap_or_default();
+    format!(
+        "session {id}{} · {:.1} s · {} in{cached} / {} out tokens{}",
+        if persisted { "" } else { " (not saved)" },
+        elapsed.as_secs_f64(),
+        usage.total_input(),
+        usage.output_tokens,
+        if usage.estimated { " (estimated)" } else { "" }
+    )
 }
 
 /// Nobody can answer an approval question in `exec`: a policy's `ask` becomes a denial whose

@@ -35,11 +35,13 @@ mod hooks_cmd;
 mod interactive;
 pub mod presets;
 mod render;
+mod resume;
 mod sessions;
 pub mod settings;
 mod signals;
 mod spinner;
 mod toolview;
+mod workspace;
 
 pub use cli::main_with;
 

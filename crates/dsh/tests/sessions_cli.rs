@@ -219,7 +219,10 @@ fn show_prints_the_transcript_and_json_lines() {
     assert_eq!(stdout(&o), join(&lines[1..]));
     let o = h.run(&["sessions", "show", "nope"]);
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(stderr(&o), "error: no stored session `nope`\n");
+    assert_eq!(
+        stderr(&o),
+        "error: no stored session `nope` (see `dsh sessions list`)\n"
+    );
 }
 
 fn find_log(root: &Path, id: &str) -> PathBuf {

@@ -218,10 +218,17 @@ impl Inner {
 }
 
 fn missing_credential(route: &RouteConfig, env: &str) -> LlmFailure {
+    // A variable that is present but blank (`DEEPSEEK_API_KEY= dsh …`) is named as such: "not
+    // set" would send the person looking for a missing export.
+    let state = if std::env::var_os(env).is_some() {
+        "is set but empty"
+    } else {
+        "is not set"
+    };
     LlmFailure::new(
         codes::MISSING_CREDENTIAL,
         format!(
-            "No API key for provider route {:?}: the environment variable {env} is not set. \
+            "No API key for provider route {:?}: the environment variable {env} {state}. \
              Create a key in your provider console (for DeepSeek: https://platform.deepseek.com/api_keys), \
              export it as {env} in the shell that runs dsh, or name another variable with \
              api_key_env in the provider's settings (dsh: [providers.<id>] in settings.toml); \
