@@ -35,6 +35,7 @@ pub fn is_context_overflow(s: &str) -> bool {
         "input is too long",
         "exceeds the context",
         "reduce the length of the messages",
+        "exceed context limit",
     ]
     .iter()
     .any(|w| s.contains(w))
