@@ -31,6 +31,7 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-approval",
             "dsh-context",
             "dsh-llm",
+            "dsh-llm-anthropic",
             "dsh-llm-deepseek",
             "dsh-llm-retry",
             "dsh-permissions",
