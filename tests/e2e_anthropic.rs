@@ -7,7 +7,11 @@
 //!   right after the assistant turn that called it;
 //! - a session begun on the OpenAI format (the DeepSeek route) resumed with `--provider
 //!   anthropic`: the history it sends is valid Anthropic input (foreign reasoning as text, no
-//!   thinking block without a signature, results paired with their calls).
+//!   thinking block without a signature, results paired with their calls);
+//! - usage and cost (exact, from the catalog's Claude prices) in the `--json` result line
+//!   (`usage`, `sessionUsage`), on stderr after a text-mode `exec`, per turn in `dsh sessions
+//!   show` and after each turn of the interactive shell; `costUsd: null` for a model without
+//!   prices.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test")]
 
@@ -16,7 +20,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::e2e::{Replay, Sandbox, code, json_lines, run, text};
+use common::e2e::{Replay, Sandbox, Shell, code, json_lines, run, text};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-ant-e2e-key";
@@ -248,4 +252,142 @@ fn a_session_begun_on_the_openai_format_resumes_on_anthropic_with_a_valid_histor
     );
     let last = messages.last().unwrap()["content"].as_array().unwrap();
     assert!(last.iter().any(|b| b["text"] == "and now?"), "{last:#?}");
+}
+
+/// Each step: 1000 uncached + 10,000 cache-hit + 4000 cache-write input tokens, 200 output: on
+/// claude-sonnet-4-5 ($3 / $0.30 / $3.75 / $15 per MTok) exactly $0.024.
+fn step_usage() -> Value {
+    json!({"input_tokens": 1000, "cache_read_input_tokens": 10_000,
+           "cache_creation_input_tokens": 4000, "output_tokens": 200})
+}
+
+#[test]
+fn exec_reports_usage_and_cost_per_run_session_and_turn() {
+    let env = Sandbox::new();
+    std::fs::write(env.repo.join("a.txt"), "alpha\n").unwrap();
+    let file = env.repo.join("a.txt");
+    let replay = Replay::start(json!([
+        {"tool_calls": [["read", {"file_path": file.to_str().unwrap()}]], "usage": step_usage()},
+        {"text": "alpha", "usage": step_usage()},
+        {"text": "still alpha", "usage": step_usage()}
+    ]));
+    let out = run(
+        dsh(
+            &env,
+            &replay.url(),
+            &[
+                "exec",
+                "--json",
+                "--provider",
+                "anthropic",
+                "-m",
+                MODEL,
+                "read a.txt",
+            ],
+        ),
+        LIMIT,
+    );
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let lines = json_lines(&out.stdout);
+    let result = lines.last().unwrap();
+    let two_steps = json!({"inputTokens": 2000, "cachedInputTokens": 20_000,
+                           "cacheWriteTokens": 8000, "outputTokens": 400,
+                           "reasoningTokens": 0, "costUsd": 0.048});
+    assert_eq!(result["usage"], two_steps);
+    assert_eq!(result["sessionUsage"], two_steps);
+    let id = result["sessionId"].as_str().unwrap().to_owned();
+
+    // a resumed run in text mode: one stderr line with the run and the session's cost
+    let out = run(
+        dsh(
+            &env,
+            &replay.url(),
+            &[
+                "exec",
+                "--resume",
+                &id,
+                "--provider",
+                "anthropic",
+                "-m",
+                MODEL,
+                "again?",
+            ],
+        ),
+        LIMIT,
+    );
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert_eq!(text(&out.stdout), "still alpha\n");
+    assert_eq!(
+        text(&out.stderr),
+        "usage: 15.0k in (10.0k cached, 4.0k written) · 200 out · $0.0240 (session: $0.0720)\n"
+    );
+
+    // per turn in the transcript
+    let out = run(dsh(&env, &replay.url(), &["sessions", "show", &id]), LIMIT);
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains(
+            "── turn 1 end: completed\n   usage: 30.0k in (20.0k cached, 8.0k written) · 400 out · \
+             $0.0480\n"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.ends_with(
+            "── turn 2 end: completed\n   usage: 15.0k in (10.0k cached, 4.0k written) · 200 out · \
+             $0.0240\n"
+        ),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_model_without_prices_reports_a_null_cost() {
+    let env = Sandbox::new();
+    let replay = Replay::start(json!([{"text": "hi"}]));
+    let out = run(
+        dsh(
+            &env,
+            &replay.url(),
+            &["exec", "--json", "-m", "local-unpriced-model", "hello"],
+        ),
+        LIMIT,
+    );
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let lines = json_lines(&out.stdout);
+    let result = lines.last().unwrap();
+    // the replay's synthesized OpenAI usage: 100 prompt tokens, ⌈2 / 4⌉ → 1 completion token
+    assert_eq!(
+        result["usage"],
+        json!({"inputTokens": 100, "cachedInputTokens": 0, "cacheWriteTokens": 0,
+               "outputTokens": 1, "reasoningTokens": 0, "costUsd": null})
+    );
+    assert_eq!(result["sessionUsage"]["costUsd"], Value::Null);
+}
+
+#[test]
+fn the_interactive_shell_shows_each_turns_usage_and_the_session_cost() {
+    let env = Sandbox::new();
+    let replay = Replay::start(json!([
+        {"text": "one", "usage": step_usage()},
+        {"text": "two", "usage": step_usage()}
+    ]));
+    let mut sh = Shell::spawn(dsh(
+        &env,
+        &replay.url(),
+        &["--provider", "anthropic", "-m", MODEL],
+    ));
+    sh.send("first");
+    assert_eq!(
+        sh.wait_for("  15.0k in", LIMIT),
+        "  15.0k in (10.0k cached, 4.0k written) · 200 out · $0.0240 — session $0.0240"
+    );
+    sh.send("second");
+    assert_eq!(
+        sh.wait_for("  15.0k in", LIMIT),
+        "  15.0k in (10.0k cached, 4.0k written) · 200 out · $0.0240 — session $0.0480"
+    );
+    let (status, _) = sh.finish(LIMIT);
+    assert_eq!(code(status), 0);
 }

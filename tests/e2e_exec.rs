@@ -347,7 +347,8 @@ fn exec_text_fixes_the_project_and_prints_the_answer() {
     assert_eq!(
         text(&out.stderr),
         format!(
-            "• read {calc}\n• edit {calc}\n• bash sh test_calc.sh\n",
+            "• read {calc}\n• edit {calc}\n• bash sh test_calc.sh\n\
+             usage: 400 in · 58 out · $0.000072\n",
             calc = env.calc()
         )
     );
@@ -478,7 +479,15 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
         .collect();
     assert_eq!(
         keys,
-        ["type", "sessionId", "reason", "text", "usage", "durationMs"]
+        [
+            "type",
+            "sessionId",
+            "reason",
+            "text",
+            "usage",
+            "durationMs",
+            "sessionUsage"
+        ]
     );
     assert_eq!(
         std::fs::read_to_string(env.repo.join("calc.sh")).unwrap(),
@@ -633,7 +642,10 @@ fn exec_exits_3_at_the_output_token_limit() {
     ));
     assert_eq!(code(out.status), 3, "{out:?}");
     assert_eq!(text(&out.stdout), "The answer is cut sh\n");
-    assert_eq!(text(&out.stderr), "stopped at the output-token limit\n");
+    assert_eq!(
+        text(&out.stderr),
+        "usage: 100 in · 5 out · $0.000015\nstopped at the output-token limit\n"
+    );
 
     let replay = Replay::start(json!([{"text": "cut", "finish": "length"}]));
     let out = run(env.dsh(&replay.url(), Some(API_KEY), &["exec", "--json", "again"]));

@@ -307,7 +307,8 @@ fn a_retry_after_beyond_the_ceiling_fails_at_once_and_a_short_one_is_honoured() 
     assert_eq!(text(&out.stdout), "done\n");
     assert_eq!(
         stderr,
-        "  ↻ deepseek: slow down (HTTP 429) (RATE_LIMIT); retry 1/5 in 1000 ms (Retry-After)\n"
+        "  ↻ deepseek: slow down (HTTP 429) (RATE_LIMIT); retry 1/5 in 1000 ms (Retry-After)\n\
+         usage: 100 in · 1 out · $0.000014\n"
     );
     assert!(took >= Duration::from_secs(1), "{took:?}");
 }

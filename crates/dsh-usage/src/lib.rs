@@ -12,6 +12,7 @@
 //! A cost is exact (picodollars) and `None` — never 0 — when any sample with tokens used a
 //! model without prices.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use dsh_llm::models::{ModelCatalog, picos_to_usd};
@@ -153,9 +154,16 @@ struct StepAcc {
     route: Option<(String, String)>,
 }
 
-/// The usage of `events` (a whole log, or the events of one run: pass the slice from the run's
-/// first seq). Turns and steps are those that used the model.
-pub fn usage_of(events: &[SessionEvent], catalog: &ModelCatalog) -> SessionUsage {
+/// The usage of `events` (a whole log, or a part of one; `SessionEvent`s or `Arc`s of them).
+/// Turns and steps are those that used the model.
+pub fn usage_of<E: Borrow<SessionEvent>>(events: &[E], catalog: &ModelCatalog) -> SessionUsage {
+    usage_iter(events.iter().map(Borrow::borrow), catalog)
+}
+
+fn usage_iter<'a>(
+    events: impl Iterator<Item = &'a SessionEvent>,
+    catalog: &ModelCatalog,
+) -> SessionUsage {
     let mut route: Option<(String, String)> = None;
     let mut steps: BTreeMap<(u64, u64), StepAcc> = BTreeMap::new();
     let price = |route: &Option<(String, String)>, u: &TokenUsage| -> Option<u128> {
@@ -242,24 +250,26 @@ pub fn usage_of(events: &[SessionEvent], catalog: &ModelCatalog) -> SessionUsage
     out
 }
 
-/// The usage of the events with `seq >= from_seq` (one run of a resumed session).
-pub fn usage_since(events: &[SessionEvent], from_seq: u64, catalog: &ModelCatalog) -> Usage {
-    let at = events.partition_point(|e| e.seq < from_seq);
-    // the route in force at the run's start comes from the events before it
-    let mut tail: Vec<SessionEvent> = events[..at]
-        .iter()
-        .rev()
-        .find(|e| {
-            matches!(
-                e.data,
-                EventData::RequestContext(_) | EventData::RequestHeader(_)
-            )
-        })
-        .cloned()
-        .into_iter()
-        .collect();
-    tail.extend_from_slice(&events[at..]);
-    usage_of(&tail, catalog).usage
+/// The usage of the events with `seq >= from_seq` (one run of a resumed session), priced with
+/// the route in force at its start (the last route event before it) until it logs its own.
+pub fn usage_since<E: Borrow<SessionEvent>>(
+    events: &[E],
+    from_seq: u64,
+    catalog: &ModelCatalog,
+) -> Usage {
+    let at = events.partition_point(|e| e.borrow().seq < from_seq);
+    let (before, run) = events.split_at(at);
+    let route = before.iter().map(Borrow::borrow).rev().find(|e| {
+        matches!(
+            e.data,
+            EventData::RequestContext(_) | EventData::RequestHeader(_)
+        )
+    });
+    usage_iter(
+        route.into_iter().chain(run.iter().map(Borrow::borrow)),
+        catalog,
+    )
+    .usage
 }
 
 /// A compact count: `950`, `12.3k`, `1.20M`.
@@ -271,10 +281,13 @@ pub fn fmt_tokens(n: u64) -> String {
     }
 }
 
-/// A cost as shown to people: `$0.0123` (four decimals below $1, else two), `$?` when unknown.
+/// A cost as shown to people: `$0` for nothing, `$0.000072` (six decimals below a cent),
+/// `$0.0123` (four below a dollar), `$12.35`; `$?` when unknown.
 pub fn fmt_cost(cost_usd: Option<f64>) -> String {
     match cost_usd {
         None => "$?".to_owned(),
+        Some(0.0) => "$0".to_owned(),
+        Some(c) if c < 0.01 => format!("${c:.6}"),
         Some(c) if c < 1.0 => format!("${c:.4}"),
         Some(c) => format!("${c:.2}"),
     }

@@ -201,4 +201,6 @@ fn summary_lines() {
     };
     assert_eq!(summary_line(&small), "~950 in · 12 out · $?");
     assert_eq!(fmt_cost(Some(12.345)), "$12.35");
+    assert_eq!(fmt_cost(Some(0.0000722)), "$0.000072");
+    assert_eq!(fmt_cost(Some(0.0)), "$0");
 }

@@ -105,6 +105,11 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
             if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
                 let _ = writeln!(std::io::stdout());
             }
+            // usage and cost of the run (issue 16), before the turn's end line
+            let catalog = crate::usage::catalog(app.kernel.root());
+            if let Some(line) = crate::usage::exec_line(&events, from_seq, &catalog) {
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
             if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
@@ -125,6 +130,9 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
             if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
                 line["error"] = json!({"message": error.message, "code": error.code});
             }
+            // usage and cost: this run and the whole session (issue 16)
+            let catalog = crate::usage::catalog(app.kernel.root());
+            crate::usage::add_result_fields(&mut line, &events, from_seq, &catalog);
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();

@@ -237,6 +237,11 @@ pub async fn run(app: App, resume: Option<String>) -> Result<i32> {
                 running = false;
                 renderer.finish_line();
                 report_turns(&agent, turn_from_seq);
+                // usage and cost of the turn (issue 16)
+                let catalog = crate::usage::catalog(app.kernel.root());
+                if let Some(l) = crate::usage::after_turn_line(&agent.session().events(), turn_from_seq, &catalog) {
+                    say(&l);
+                }
                 if let Err(e) = app.flush(&agent).await {
                     say(&format!("error: {e:#}"));
                 }

@@ -35,6 +35,7 @@ mod render;
 mod sessions;
 pub mod settings;
 mod signals;
+mod usage;
 
 pub use cli::main_with;
 

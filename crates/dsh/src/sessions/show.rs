@@ -27,12 +27,18 @@ pub(super) fn run(storage: &Storage, id: &str, json: bool) -> Result<i32> {
         }
         emit(&out);
     } else {
-        emit(&transcript(&loaded.header, &loaded.events));
+        let catalog = crate::usage::catalog(&storage.root());
+        let usage = crate::usage::turns(&loaded.events, &catalog);
+        emit(&transcript(&loaded.header, &loaded.events, &usage));
     }
     Ok(0)
 }
 
-fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
+fn transcript(
+    header: &SessionHeader,
+    events: &[SessionEvent],
+    usage: &[dsh_usage::TurnUsage],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -117,6 +123,12 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
                 }
             },
             _ => {}
+        }
+        // the turn's usage and cost (issue 16)
+        if let EventData::TurnEnd(t) = &e.data
+            && let Some(line) = crate::usage::turn_line(usage, t.turn)
+        {
+            let _ = writeln!(out, "{line}");
         }
     }
     out
