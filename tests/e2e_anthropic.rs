@@ -391,3 +391,50 @@ fn the_interactive_shell_shows_each_turns_usage_and_the_session_cost() {
     let (status, _) = sh.finish(LIMIT);
     assert_eq!(code(status), 0);
 }
+
+#[test]
+fn a_settings_route_with_format_anthropic_speaks_messages() {
+    let env = Sandbox::new();
+    let replay = Replay::start(json!([{"text": "from the gateway"}]));
+    std::fs::write(
+        env.home.join("settings.toml"),
+        format!(
+            "[providers.gw]\nformat = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \
+             \"GW_KEY\"\nmodels = [{{ id = \"gw-model\", context_window = 100000 }}]\n",
+            replay.url()
+        ),
+    )
+    .unwrap();
+    let mut cmd = dsh(
+        &env,
+        &replay.url(),
+        &["exec", "--provider", "gw", "-m", "gw-model", "hi"],
+    );
+    cmd.env("GW_KEY", "gw-secret");
+    let out = run(cmd, LIMIT);
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert_eq!(text(&out.stdout), "from the gateway\n");
+    let reqs = replay.server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/v1/messages");
+    assert_eq!(reqs[0].headers["x-api-key"], "gw-secret");
+    assert_eq!(reqs[0].body["model"], "gw-model");
+    // dsh config shows the route's format as set
+    let out = run(dsh(&env, &replay.url(), &["config", "--json"]), LIMIT);
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        find(&config, "gw.format").map(|f| &f["value"]),
+        Some(&json!("anthropic")),
+        "{config:#}"
+    );
+}
+
+/// The first value under `key` anywhere in `v`.
+fn find<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    match v {
+        Value::Object(m) => m.get(key).or_else(|| m.values().find_map(|x| find(x, key))),
+        Value::Array(a) => a.iter().find_map(|x| find(x, key)),
+        _ => None,
+    }
+}
