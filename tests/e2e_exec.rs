@@ -488,7 +488,8 @@ fn exec_json_streams_every_event_then_a_result_line_and_resume_sends_the_history
             "usage",
             "durationMs",
             "contextTokens",
-            "contextWindow"
+            "contextWindow",
+            "sessionUsage"
         ]
     );
     // deepseek-v4-flash: the built-in catalog's window (issue 14).

@@ -18,7 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::e2e::{Replay, Sandbox, code, text};
+use common::e2e::{Replay, Sandbox, before_end_line, code, text};
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -53,7 +53,7 @@ fn exec_stdout_holds_only_the_final_answer() {
     let env = Sandbox::new();
     let replay = Replay::start(narrating_script());
     let out = run(dsh(&env, &replay.url(), &["exec", "what is the answer?"]));
-    let stderr = text(&out.stderr);
+    let stderr = before_end_line(&text(&out.stderr));
     assert_eq!(code(out.status), 0, "{stderr}");
     assert_eq!(text(&out.stdout), "The answer is 42.\n");
     assert_eq!(
@@ -109,7 +109,7 @@ fn a_bash_exiting_3_shows_its_exit_status_and_tail() {
         {"text": "It failed."},
     ]));
     let out = run(dsh(&env, &replay.url(), &["exec", "run it"]));
-    let stderr = text(&out.stderr);
+    let stderr = before_end_line(&text(&out.stderr));
     assert_eq!(code(out.status), 0, "{stderr}");
     assert_eq!(text(&out.stdout), "It failed.\n");
     assert_eq!(
@@ -138,7 +138,7 @@ fn todo_write_is_rendered_as_a_checklist() {
         {"text": "Planned."},
     ]));
     let out = run(dsh(&env, &replay.url(), &["exec", "plan it"]));
-    let stderr = text(&out.stderr);
+    let stderr = before_end_line(&text(&out.stderr));
     assert_eq!(code(out.status), 0, "{stderr}");
     assert_eq!(
         stderr,
@@ -156,7 +156,7 @@ fn a_pipe_gets_no_escape_sequences_spinner_or_reasoning() {
         {"reasoning": "Pondering the secret reasoning.", "text": "Plain answer.", "delay_ms": 150},
     ]));
     let out = run(dsh(&env, &replay.url(), &["exec", "think"]));
-    let stderr = text(&out.stderr);
+    let stderr = before_end_line(&text(&out.stderr));
     assert_eq!(code(out.status), 0, "{stderr}");
     assert_eq!(text(&out.stdout), "Plain answer.\n");
     assert_eq!(stderr, "");
@@ -180,7 +180,7 @@ fn a_retried_attempts_text_never_reaches_stdout() {
             "answer",
         ],
     ));
-    let stderr = text(&out.stderr);
+    let stderr = before_end_line(&text(&out.stderr));
     assert_eq!(code(out.status), 0, "{stderr}");
     assert_eq!(text(&out.stdout), "The real answer.\n");
     assert_eq!(replay.chat_requests().len(), 2, "{stderr}");

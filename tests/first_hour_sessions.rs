@@ -167,7 +167,8 @@ fn exec_ends_with_the_session_id_duration_and_tokens_on_stderr() {
     let (secs, tokens) = rest.split_once(" s · ").unwrap();
     let (whole, tenth) = secs.split_once('.').unwrap();
     assert!(whole.parse::<u64>().is_ok() && tenth.len() == 1, "{secs}");
-    assert_eq!(tokens, "120 in / 7 out tokens");
+    // tokens, then the cost from the built-in catalog's deepseek-v4-flash prices
+    assert_eq!(tokens, "120 in / 7 out tokens · $0.000019");
     // The --json result carries the same facts (unchanged).
     let replay = Replay::start(json!([{"text": "again"}]));
     let out = run(dsh(&env, &replay.url(), &["exec", "--ephemeral", "say it"]));
@@ -780,7 +781,11 @@ fn piped_lines_run_one_turn_each() {
         user_texts(&reqs[1].body),
         ["first question", "second question"]
     );
-    assert_eq!(text(&out.stdout), "> answer one\n> answer two\n> ");
+    // The first prompt comes before the session exists, later ones show its context use.
+    assert_eq!(
+        text(&out.stdout),
+        "> answer one\n[0% ctx] > answer two\n[0% ctx] > "
+    );
     assert!(
         !text(&out.stderr).contains("queued"),
         "{}",

@@ -52,6 +52,11 @@ pub struct Storage {
 }
 
 impl Storage {
+    /// The root scope of the storage kernel (its settings: the `[models]` catalog overrides).
+    pub(crate) fn root(&self) -> dsh_kernel::Context {
+        self.kernel.root().clone()
+    }
+
     /// Boots the plugins of `config` and finds the persistence seam.
     ///
     /// # Errors

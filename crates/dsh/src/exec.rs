@@ -138,6 +138,8 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
             } else if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
                 let _ = writeln!(std::io::stdout());
             }
+            let catalog = crate::usage::catalog(app.kernel.root());
+            let cost = crate::usage::exec_cost(&events, from_seq, &catalog);
             if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
@@ -148,7 +150,8 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                     agent.id().as_str(),
                     app.config.persist,
                     started.elapsed(),
-                    &summary.usage
+                    &summary.usage,
+                    cost.as_deref(),
                 )
             );
         }
@@ -171,6 +174,9 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
             if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
                 line["error"] = json!({"message": error.message, "code": error.code});
             }
+            // usage and cost: this run and the whole session (issue 16)
+            let catalog = crate::usage::catalog(app.kernel.root());
+            crate::usage::add_result_fields(&mut line, &events, from_seq, &catalog);
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
@@ -185,11 +191,13 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
 /// `(estimated)` when the provider sent no usage, and `(not saved)` after the id under
 /// `--ephemeral`. Seconds have one decimal; token counts are summed over the run's assistant
 /// messages (input = uncached + cache read + cache write, as the `--json` result's `usage`).
+/// Then ` · <cost>` when the run made a model call (see `usage::exec_cost`).
 fn end_line(
     id: &str,
     persisted: bool,
     elapsed: std::time::Duration,
     usage: &dsh_llm::TokenUsage,
+    cost: Option<&str>,
 ) -> String {
     let cached = usage
         .cache_read_tokens
@@ -197,12 +205,13 @@ fn end_line(
         .map(|n| format!(" (cached {n})"))
         .unwrap_or_default();
     format!(
-        "session {id}{} · {:.1} s · {} in{cached} / {} out tokens{}",
+        "session {id}{} · {:.1} s · {} in{cached} / {} out tokens{}{}",
         if persisted { "" } else { " (not saved)" },
         elapsed.as_secs_f64(),
         usage.total_input(),
         usage.output_tokens,
-        if usage.estimated { " (estimated)" } else { "" }
+        if usage.estimated { " (estimated)" } else { "" },
+        cost.map(|c| format!(" · {c}")).unwrap_or_default()
     )
 }
 

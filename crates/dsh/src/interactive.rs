@@ -384,6 +384,11 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                 if let Some(r) = &renderer { r.finish_line(); }
                 if let Some(a) = &agent {
                     report_turns(a, turn_from_seq);
+                    // usage and cost of the turn
+                    let catalog = crate::usage::catalog(app.kernel.root());
+                    if let Some(l) = crate::usage::after_turn_line(&a.session().events(), turn_from_seq, &catalog) {
+                        say(&l);
+                    }
                     if let Err(e) = app.flush(a).await {
                         say(&format!("error: {e:#}"));
                     }

@@ -41,6 +41,7 @@ pub mod settings;
 mod signals;
 mod spinner;
 mod toolview;
+mod usage;
 mod workspace;
 
 pub use cli::main_with;

@@ -34,6 +34,7 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-hooks-claude-code",
             "dsh-hooks-codex",
             "dsh-llm",
+            "dsh-llm-anthropic",
             "dsh-llm-deepseek",
             "dsh-llm-retry",
             "dsh-permissions",

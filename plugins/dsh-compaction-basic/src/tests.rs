@@ -195,6 +195,7 @@ fn engine(window: u64, text: &str) -> (BasicCompaction, Arc<Scripted>) {
         ModelLimits {
             context_window: Some(window),
             max_output_tokens: None,
+            ..ModelLimits::default()
         },
     );
     let catalog = ModelCatalog::builtin().with_overrides(&table).unwrap();

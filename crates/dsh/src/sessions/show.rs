@@ -28,14 +28,21 @@ pub(super) fn run(storage: &Storage, id: &str, json: bool, seq: bool) -> Result<
         }
         emit(&out);
     } else {
-        emit(&transcript(&loaded.header, &loaded.events, seq));
+        let catalog = crate::usage::catalog(&storage.root());
+        let usage = crate::usage::turns(&loaded.events, &catalog);
+        emit(&transcript(&loaded.header, &loaded.events, seq, &usage));
     }
     Ok(0)
 }
 
 /// The transcript; with `seq`, each non-empty line of an event starts with `#<seq>` padded to
-/// the widest seq.
-fn transcript(header: &SessionHeader, events: &[SessionEvent], seq: bool) -> String {
+/// the widest seq; each turn end is followed by its usage line from `usage`.
+fn transcript(
+    header: &SessionHeader,
+    events: &[SessionEvent],
+    seq: bool,
+    usage: &[dsh_usage::TurnUsage],
+) -> String {
     let mut head = String::new();
     let _ = writeln!(
         head,
@@ -123,6 +130,12 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent], seq: bool) -> Str
                 }
             },
             _ => {}
+        }
+        // the turn's usage and cost
+        if let EventData::TurnEnd(t) = &e.data
+            && let Some(line) = crate::usage::turn_line(usage, t.turn)
+        {
+            let _ = writeln!(out, "{line}");
         }
         if seq {
             for line in out.split_inclusive('\n') {
