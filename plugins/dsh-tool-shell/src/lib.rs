@@ -12,6 +12,7 @@ pub mod background;
 mod error;
 pub mod jobs;
 mod runner;
+pub mod sandboxed;
 pub mod tools;
 
 /// The process executor's modules, re-exported under their former paths in this crate.
@@ -59,4 +60,8 @@ pub fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = ShellConfig, start = apply }
+dsh_kernel::plugin! {
+    after = [dsh_tools::PLUGIN, dsh_sandbox::PLUGIN],
+    settings = ShellConfig,
+    start = apply,
+}
