@@ -32,6 +32,7 @@ mod exit;
 mod interactive;
 pub mod presets;
 mod render;
+mod sandbox_cmd;
 mod sessions;
 pub mod settings;
 mod signals;
