@@ -308,6 +308,10 @@ pub fn spawn(spec: &ProcessSpec) -> Result<tokio::process::Child, ProcessError> 
                         format!("{} not found", Path::new(&spec.program).display()),
                     ))
                 })?;
+            // A path is checked here as the kernel would at exec, so a missing or
+            // non-executable program is a spawn error of this call (as with a plain spawn)
+            // rather than `setsid`'s exit status 126/127.
+            check_executable(&program).map_err(ProcessError::Spawn)?;
             let mut cmd = tokio::process::Command::new(setsid);
             cmd.arg("--").arg(program);
             cmd
@@ -348,6 +352,21 @@ fn setsid_program() -> Option<&'static Path> {
 
 /// `program` resolved as `execvp` would: a name with a `/` as is, else the first executable
 /// file of that name in `path` (default: this process's `PATH`).
+/// `NotFound` when `program` does not exist, `PermissionDenied` when it is not an executable
+/// file.
+fn check_executable(program: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(program)?;
+    if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} is not an executable file", program.display()),
+        ))
+    }
+}
+
 fn find_program(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let candidate = Path::new(program);
