@@ -55,6 +55,56 @@ fn base_outcome(o: &ProcessOutcome) -> JobOutcome {
     }
 }
 
+/// A background start whose sandbox runner could not be spawned (upstream's
+/// `runnerFailed: true`): the job ends at once `killed` (`killed before exit`) and its output
+/// is `[stderr]\nspawn failed: <detail>` then the runner-failure marker
+/// ([`dsh_sandbox::runner_failed_marker`]) — the command did not run.
+struct RunnerFailedJob(std::sync::Mutex<Option<String>>);
+
+impl JobWork for RunnerFailedJob {
+    fn cancel(&self, _reason: Option<&str>) {}
+    fn read_output(&self) -> String {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default()
+    }
+}
+
+/// Registers a job of kind `bash` labelled `command` whose runner failed to start under `mode`
+/// with `detail` (see [`RunnerFailedJob`]); returns the job id.
+///
+/// # Errors
+/// The [`JobService::start`] errors.
+pub fn start_runner_failed_job(
+    jobs: &JobService,
+    command: &str,
+    mode: dsh_sandbox::SandboxMode,
+    detail: &str,
+    owner: Option<dsh_kernel::Context>,
+) -> Result<String, ShellError> {
+    let text = format!(
+        "[stderr]\nspawn failed: {detail}\n{}",
+        dsh_sandbox::runner_failed_marker(mode)
+    );
+    let done = Box::pin(async {
+        JobOutcome {
+            status: JobStatus::Killed,
+            detail: Some("killed before exit".into()),
+        }
+    });
+    jobs.start(
+        JobStart {
+            kind: "bash".into(),
+            label: command.to_owned(),
+            owner,
+        },
+        Arc::new(RunnerFailedJob(std::sync::Mutex::new(Some(text)))),
+        done,
+    )
+}
+
 /// Starts `spec` in the background and registers it; returns the job id (`bash-<n>`).
 ///
 /// # Errors

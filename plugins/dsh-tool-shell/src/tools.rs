@@ -26,7 +26,7 @@ use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRegistry, ToolRunContext, To
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::background::start_bash_job;
+use crate::background::{start_bash_job, start_runner_failed_job};
 use crate::capture::CollectedOutput;
 use crate::error::ShellError;
 use crate::jobs::{JobService, JobSnapshot, status_line};
@@ -282,6 +282,22 @@ pub struct Bash {
     pub sandbox: Option<Arc<SandboxService>>,
 }
 
+/// The mode and `Error: spawn <runner> ENOENT|EACCES` detail when `io` is the confined
+/// runner's own spawn failure.
+fn runner_spawn_detail(
+    plan: Option<&SandboxPlan>,
+    io: &std::io::Error,
+) -> Option<(dsh_sandbox::SandboxMode, String)> {
+    let plan = plan?;
+    let program = plan.confined.as_ref()?.argv.first()?;
+    dsh_sandbox::is_runner_spawn_failure(io).then(|| {
+        (
+            plan.mode,
+            dsh_sandbox::spawn_failure_detail(Path::new(program), io),
+        )
+    })
+}
+
 /// The call's failure for a spawn error: `SANDBOX_UNAVAILABLE` when the runner could not be
 /// started, else the shell error.
 fn spawn_fail(plan: Option<&SandboxPlan>, e: &ShellError) -> ToolFailure {
@@ -364,8 +380,20 @@ impl Tool for Bash {
                 return Err(ToolsError::Aborted.into());
             }
             let owner = cx.exec.caller.as_ref().map(|c| c.ctx.clone());
-            let id = start_bash_job(ex, &self.jobs, &spec, owner)
-                .map_err(|e| spawn_fail(sandbox_plan.as_ref(), &e))?;
+            let id = match start_bash_job(ex, &self.jobs, &spec, owner.clone()) {
+                Ok(id) => id,
+                Err(ShellError::Spawn(io)) => match runner_spawn_detail(sandbox_plan.as_ref(), &io)
+                {
+                    // The runner itself could not start: a job that records it (upstream's
+                    // `runnerFailed`), so the model learns it through `job_output`.
+                    Some((mode, detail)) => {
+                        start_runner_failed_job(&self.jobs, &spec.command, mode, &detail, owner)
+                            .map_err(|e| fail(&e))?
+                    }
+                    None => return Err(fail(&ShellError::Spawn(io))),
+                },
+                Err(e) => return Err(fail(&e)),
+            };
             return Ok(BashOutput::Background { job_id: id });
         }
         let result = ex
