@@ -620,3 +620,35 @@ fn escalation_approved_log() {
 fn escalation_rejected_log() {
     escalation_through_the_shell(false);
 }
+
+/// Upstream log `session-sandbox-root`: the policy's workspace root is the session `cwd`, as the
+/// fs tools see it; the model is told it in the `sandbox:policy` runtime context (upstream's
+/// text), sent once and not re-sent while it does not change.
+#[test]
+fn session_sandbox_root_log() {
+    let env = Env::new();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["write", {"file_path": "session-root.txt", "content": "session root"}]]},
+        {"tool_calls": [["bash", {"command": "cat session-root.txt", "description": "Show it"}]]},
+        {"text": "DONE"}
+    ]));
+    let out = run(env.dsh(&replay.url(), &["exec", "--json", "go"]), LIMIT);
+    assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
+    let texts = tool_texts(&json_lines(&out.stdout));
+    assert_eq!(
+        texts[0],
+        format!(
+            "<path>{}/session-root.txt</path>\n<type>file</type>\n<content>\nCreated file\n</content>",
+            env.repo.display()
+        )
+    );
+    assert_eq!(texts[1], "session root");
+    let policy = format!(
+        "Current DSH file policy: workspace-write. Any available operation enforced by the DSH file sandbox may modify files under the session workspace: \\\"{}\\\". Some platform temporary areas may also be writable.",
+        env.repo.display()
+    );
+    let requests = replay.chat_requests();
+    assert_eq!(requests.len(), 3);
+    let last = requests[2].body.to_string();
+    assert_eq!(last.matches(&policy).count(), 1, "{last}");
+}
