@@ -652,3 +652,39 @@ fn session_sandbox_root_log() {
     let last = requests[2].body.to_string();
     assert_eq!(last.matches(&policy).count(), 1, "{last}");
 }
+
+/// A runner that reports its own failure (a fatal signature on stderr, non-zero exit) fails the
+/// call with `SANDBOX_UNAVAILABLE` and the matched line, rather than passing the exit off as the
+/// command's.
+#[test]
+fn a_runner_failure_line_is_sandbox_unavailable() {
+    let env = Env::new();
+    let fake = env.outside.join("fake-runner");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'fakerunner: cannot set up the sandbox' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (texts, lines) = exec_bash(
+        &env,
+        &["touch ran.txt".to_owned()],
+        &[
+            "-c".into(),
+            format!("sandbox.runner_command=\"{}\"", fake.display()),
+            "-c".into(),
+            "sandbox.runner_failure_signatures=[\"fakerunner: \"]".into(),
+        ],
+    );
+    assert_eq!(
+        texts,
+        [unavailable_text(
+            "workspace-write",
+            "fakerunner: cannot set up the sandbox"
+        )]
+    );
+    let result = lines.iter().find(|l| l["type"] == "tool/result").unwrap();
+    assert_eq!(result["data"]["error"]["code"], "SANDBOX_UNAVAILABLE");
+    assert!(!env.repo.join("ran.txt").exists());
+}
