@@ -688,3 +688,48 @@ fn a_runner_failure_line_is_sandbox_unavailable() {
     assert_eq!(result["data"]["error"]["code"], "SANDBOX_UNAVAILABLE");
     assert!(!env.repo.join("ran.txt").exists());
 }
+
+/// A background job whose runner reports its own failure: once settled, `job_output` shows the
+/// runner's line and upstream's runner-failure marker.
+#[test]
+fn a_background_runner_failure_is_marked() {
+    let env = Env::new();
+    let fake = env.outside.join("fake-runner");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'fakerunner: cannot set up the sandbox' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {"command": "touch ran.txt", "description": "Touch", "run_in_background": true}]]},
+        {"tool_calls": [["job_output", {"job_id": "bash-1", "wait": true}]]},
+        {"text": "DONE"}
+    ]));
+    let runner = format!("sandbox.runner_command=\"{}\"", fake.display());
+    let out = run(
+        env.dsh(
+            &replay.url(),
+            &[
+                "exec",
+                "--json",
+                "-c",
+                &runner,
+                "-c",
+                "sandbox.runner_failure_signatures=[\"fakerunner: \"]",
+                "go",
+            ],
+        ),
+        LIMIT,
+    );
+    assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        tool_texts(&json_lines(&out.stdout)),
+        [
+            "started background job bash-1",
+            "[stderr]\nfakerunner: cannot set up the sandbox\n[sandbox: the sandbox runner itself failed under workspace-write mode \u{2014} the command did not run; this is a sandbox problem, not a command failure]\n[status: completed, exit code: 1]",
+        ]
+    );
+    assert!(!env.repo.join("ran.txt").exists());
+}

@@ -247,6 +247,15 @@ impl BackgroundProcess {
         }
     }
 
+    /// The stderr the ring still keeps (at most its cap, read or not), without consuming it:
+    /// what a caller inspects after exit (e.g. for a sandbox runner's own failure line).
+    pub fn stderr_kept(&self) -> String {
+        self.err
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .peek_kept()
+    }
+
     /// Consumes output written since the previous read: stdout delta, then `[stderr]\n` + the
     /// stderr delta when non-empty, then `[some output was dropped from memory]` when unread
     /// bytes were lost to the ring cap.

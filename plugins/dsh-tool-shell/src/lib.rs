@@ -18,7 +18,9 @@ pub mod tools;
 /// The process executor's modules, re-exported under their former paths in this crate.
 pub use dsh_process::{capture, env, proc};
 
-pub use background::{process_outcome, start_bash_job, start_runner_failed_job};
+pub use background::{
+    process_outcome, start_bash_job, start_runner_failed_job, start_sandboxed_bash_job,
+};
 pub use capture::{CollectedOutput, HeadTail, OutputRing};
 pub use dsh_process::{BackgroundProcess, ProcessOutcome};
 pub use error::ShellError;

@@ -26,7 +26,7 @@ use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRegistry, ToolRunContext, To
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::background::{start_bash_job, start_runner_failed_job};
+use crate::background::{start_runner_failed_job, start_sandboxed_bash_job};
 use crate::capture::CollectedOutput;
 use crate::error::ShellError;
 use crate::jobs::{JobService, JobSnapshot, status_line};
@@ -380,7 +380,11 @@ impl Tool for Bash {
                 return Err(ToolsError::Aborted.into());
             }
             let owner = cx.exec.caller.as_ref().map(|c| c.ctx.clone());
-            let id = match start_bash_job(ex, &self.jobs, &spec, owner.clone()) {
+            let confined = sandbox_plan
+                .as_ref()
+                .and_then(|p| p.confined.clone().map(|c| (c, p.mode)));
+            let id = match start_sandboxed_bash_job(ex, &self.jobs, &spec, owner.clone(), confined)
+            {
                 Ok(id) => id,
                 Err(ShellError::Spawn(io)) => match runner_spawn_detail(sandbox_plan.as_ref(), &io)
                 {
