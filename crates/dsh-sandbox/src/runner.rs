@@ -224,11 +224,15 @@ impl SandboxRunner for CommandRunner {
     }
 }
 
-/// `writable_roots` and `network` as [`ConfineOptions`].
+/// `writable_roots` and `network` as [`ConfineOptions`]; a root that does not exist (a
+/// `$TMPDIR` naming a missing folder) is left out, so it cannot make every runner fail.
 pub fn confine_options(policy: &SandboxPolicy, network: bool) -> ConfineOptions {
     ConfineOptions {
         network,
-        writable_roots: writable_roots(policy),
+        writable_roots: writable_roots(policy)
+            .into_iter()
+            .filter(|r| r.exists())
+            .collect(),
     }
 }
 
