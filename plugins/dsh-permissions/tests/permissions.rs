@@ -14,7 +14,7 @@ use dsh_kernel::{Kernel, ScopeKey, Settings};
 use dsh_llm::SessionId;
 use dsh_permissions::{
     EVENT_PRESET, PLUGIN_ID, POLICY_CONTEXT, PermissionMode, PermissionPolicy, PermissionsConfig,
-    last_logged_preset, policy_text, sandboxed_policy_text,
+    last_logged_preset, sandboxed_policy_text,
 };
 use dsh_session::{EventData, Session, SessionHeader};
 use dsh_tools::{
