@@ -733,3 +733,79 @@ fn a_background_runner_failure_is_marked() {
     );
     assert!(!env.repo.join("ran.txt").exists());
 }
+
+/// Whether a process whose command line is exactly `argv` runs on the host.
+fn host_process_with_cmdline(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc").unwrap().any(|e| {
+        let p = e.unwrap().path();
+        std::fs::read(p.join("cmdline")).is_ok_and(|c| c == want)
+    })
+}
+
+/// Ctrl-C during a confined long command exits 130 and leaves no confined process behind (the
+/// runner and everything under it are in the process group dsh kills).
+fn ctrl_c_kills_the_confined_command(runner: Runner) {
+    if !runner.usable() {
+        return;
+    }
+    let env = Env::new();
+    let secs = format!("300.{}{}", std::process::id(), runner.name().len());
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {
+            "command": format!("echo started > started.txt; exec sleep {secs}"),
+            "description": "Wait a long time"
+        }]]},
+        {"text": "never served"},
+    ]));
+    let mut args = vec!["exec".to_owned(), "--json".to_owned()];
+    args.extend(settings_args(runner, &[]));
+    args.push("wait".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = env.dsh(&replay.url(), &args).spawn().unwrap();
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !(env.repo.join("started.txt").exists() && host_process_with_cmdline(&["sleep", &secs])) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let exit = rx.recv_timeout(LIMIT).unwrap_or_else(|_| {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("dsh did not exit after SIGINT");
+    });
+    assert_eq!(code(exit.unwrap()), 130);
+    while host_process_with_cmdline(&["sleep", &secs]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the confined sleep survived Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bwrap_ctrl_c_kills_the_confined_command() {
+    ctrl_c_kills_the_confined_command(Runner::Bwrap);
+}
+
+#[test]
+fn landlock_ctrl_c_kills_the_confined_command() {
+    ctrl_c_kills_the_confined_command(Runner::Landlock);
+}
