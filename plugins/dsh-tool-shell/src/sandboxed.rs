@@ -6,6 +6,7 @@
 //! "Escalation").
 
 use std::path::Path;
+use std::sync::Arc;
 
 use dsh_approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 use dsh_sandbox::{
@@ -77,7 +78,7 @@ pub fn sandbox_failure(e: &SandboxError) -> ToolFailure {
 /// An invalid escalation; a rejected / cancelled / unavailable approval (each its own text);
 /// `SANDBOX_UNAVAILABLE` when no runner can confine.
 pub async fn plan(
-    sandbox: &SandboxService,
+    sandbox: &Arc<SandboxService>,
     cx: &ToolRunContext,
     command: &str,
     root: &Path,
@@ -99,11 +100,17 @@ pub async fn plan(
             confined: None,
         });
     }
-    let confined = sandbox
-        .confine(&bash_argv(command), &policy)
+    // The first confine selects the runner: its probes spawn and wait (bounded by the probe
+    // timeout), so they run off the async workers; later calls hit the cached selection.
+    let mode = policy.mode;
+    let s = sandbox.clone();
+    let argv = bash_argv(command);
+    let confined = tokio::task::spawn_blocking(move || s.confine(&argv, &policy))
+        .await
+        .map_err(|e| ToolFailure::message(format!("sandbox selection failed: {e}")))?
         .map_err(|e| sandbox_failure(&e))?;
     Ok(SandboxPlan {
-        mode: policy.mode,
+        mode,
         confined: Some(confined),
     })
 }
