@@ -728,7 +728,19 @@ fn ctrl_c_during_a_long_bash_step_exits_130_with_a_balanced_session() {
         }]]},
         {"text": "never served"},
     ]));
-    let mut cmd = env.dsh(&replay.url(), Some(API_KEY), &["exec", "--json", "wait"]);
+    // Unconfined: the test reads the shell's pid from `$$`, which the bubblewrap sandbox's
+    // pid namespace would renumber (e2e_sandbox covers Ctrl-C under the sandbox).
+    let mut cmd = env.dsh(
+        &replay.url(),
+        Some(API_KEY),
+        &[
+            "exec",
+            "--json",
+            "--permission-mode",
+            "danger-full-access",
+            "wait",
+        ],
+    );
     let mut child = cmd.spawn().unwrap();
     let pid = child.id();
     let stdout = child.stdout.take().unwrap();

@@ -216,7 +216,18 @@ fn sighup_kills_the_running_command_and_saves_the_session() {
         }]]},
         {"text": "never served"},
     ]));
-    let mut cmd = env.dsh(&replay.url(), &["exec", "--json", "wait"]);
+    // Unconfined: the test reads the shell's pid from `$$`, which the bubblewrap sandbox's
+    // pid namespace would renumber (e2e_sandbox covers signals under the sandbox).
+    let mut cmd = env.dsh(
+        &replay.url(),
+        &[
+            "exec",
+            "--json",
+            "--permission-mode",
+            "danger-full-access",
+            "wait",
+        ],
+    );
     let mut child = cmd.spawn().unwrap();
     let pid = child.id();
     let stdout = child.stdout.take().unwrap();
@@ -497,7 +508,13 @@ fn sighup_ends_the_interactive_shell_without_an_orphan() {
         }]]},
         {"text": "never served"},
     ]));
-    let mut child = interactive(&env, &replay.url(), &[]);
+    // Unconfined: the test reads the shell's pid from `$$`, which the bubblewrap sandbox's
+    // pid namespace would renumber (e2e_sandbox covers signals under the sandbox).
+    let mut child = interactive(
+        &env,
+        &replay.url(),
+        &["--permission-mode", "danger-full-access"],
+    );
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "wait").unwrap();

@@ -457,6 +457,12 @@ impl OutputRing {
         self.buf.extend(chunk);
     }
 
+    /// The bytes the ring still keeps (read or not), lossily decoded, without consuming them.
+    pub fn peek_kept(&self) -> String {
+        let bytes: Vec<u8> = self.buf.iter().copied().collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// Consumes and returns the bytes written since the previous read. With `finished` false an
     /// incomplete UTF-8 sequence at the end stays unread until the rest arrives.
     pub fn read(&mut self, finished: bool) -> RingRead {

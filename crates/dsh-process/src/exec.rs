@@ -279,6 +279,15 @@ impl BackgroundProcess {
         }
     }
 
+    /// The stderr the ring still keeps (at most its cap, read or not), without consuming it:
+    /// what a caller inspects after exit (e.g. for a sandbox runner's own failure line).
+    pub fn stderr_kept(&self) -> String {
+        self.err
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .peek_kept()
+    }
+
     /// Consumes output written since the previous read: stdout delta, then `[stderr]\n` + the
     /// stderr delta when non-empty, then `[some output was dropped from memory]` when unread
     /// bytes were lost to the ring cap.
@@ -348,6 +357,10 @@ fn spawn_with(
                         format!("{} not found", Path::new(&spec.program).display()),
                     ))
                 })?;
+            // A path is checked here as the kernel would at exec, so a missing or
+            // non-executable program is a spawn error of this call (as with a plain spawn)
+            // rather than `setsid`'s exit status 126/127.
+            check_executable(&program).map_err(ProcessError::Spawn)?;
             let mut cmd = tokio::process::Command::new(setsid);
             cmd.arg("--").arg(program);
             cmd
@@ -392,6 +405,21 @@ fn setsid_program() -> Option<&'static Path> {
 
 /// `program` resolved as `execvp` would: a name with a `/` as is, else the first executable
 /// file of that name in `path` (default: this process's `PATH`).
+/// `NotFound` when `program` does not exist, `PermissionDenied` when it is not an executable
+/// file.
+fn check_executable(program: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(program)?;
+    if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} is not an executable file", program.display()),
+        ))
+    }
+}
+
 fn find_program(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let candidate = Path::new(program);

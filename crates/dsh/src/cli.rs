@@ -76,6 +76,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The OS sandbox for bash (`check`: the runner in use; exit 0 usable, 1 none).
+    #[command(subcommand)]
+    Sandbox(crate::sandbox_cmd::SandboxCommand),
 }
 
 #[derive(Args, Debug)]
@@ -130,6 +133,11 @@ fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings
         },
     )
     .map_err(|e| app::UsageError(format!("{e:#}")).into())
+}
+
+/// Writes `lines` joined by newlines, and a newline, to stdout (see [`out`]).
+pub(crate) fn print_lines(lines: &[String]) -> Result<()> {
+    out(&lines.join("\n"))
 }
 
 /// Writes `text` and a newline to stdout. A closed pipe (`dsh config | head -1`) ends the output
@@ -369,6 +377,10 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
             let config = load_config(h, &cli.global, false)?;
             print_config(&config, h, json, cli.global.cwd.is_some())?;
             Ok(0)
+        }
+        Some(Command::Sandbox(cmd)) => {
+            let config = load_config(h, &cli.global, false)?;
+            crate::sandbox_cmd::run(config, cmd).await
         }
         Some(Command::Exec(args)) => {
             let prompt = if args.prompt == "-" {

@@ -36,6 +36,7 @@ mod interactive;
 pub mod presets;
 mod render;
 mod resume;
+mod sandbox_cmd;
 mod sessions;
 pub mod settings;
 mod signals;

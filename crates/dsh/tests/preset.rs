@@ -41,6 +41,8 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-persistence",
             "dsh-persistence-jsonl",
             "dsh-persistence-sqlite",
+            "dsh-sandbox",
+            "dsh-sandbox-linux",
             "dsh-session",
             "dsh-spill",
             "dsh-system-prompt",

@@ -100,6 +100,14 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "false",
         "true",
     ),
+    ("dsh-sandbox", "sandbox.network", "network", "true", "false"),
+    (
+        "dsh-sandbox-linux",
+        "plugins.dsh-sandbox-linux.probe_timeout_ms",
+        "probe_timeout_ms",
+        "1000",
+        "2000",
+    ),
     (
         "dsh-spill",
         "plugins.dsh-spill.max_inline_bytes",

@@ -15,6 +15,9 @@ use dsh_session::{EventData, SessionEventEmitted};
 use dsh_tools::{ToolRegistry, ToolsResult};
 
 use crate::service::{agent_cwd, agent_info};
+
+/// Order of the `sandbox:policy` runtime context (before `permission:policy`, 50).
+pub const SANDBOX_ORDER: f64 = 40.0;
 use crate::{
     CWD_VARIABLE, Clock, ContextConfig, ContextError, ContextService, DATE_CONTEXT, DATE_ORDER,
     ENVIRONMENT_ORDER, ENVIRONMENT_SECTION, GIT_CONTEXT, GIT_ORDER, PERSONA_ORDER, PERSONA_SECTION,
@@ -69,6 +72,34 @@ pub fn install(
                 DATE_CONTEXT,
                 DATE_ORDER,
                 PromptText::dynamic(move |_| date_text(clock())),
+            ),
+        ))?;
+    }
+    if let Some(sandbox) = ctx.get::<dsh_sandbox::SandboxService>() {
+        // The sandbox policy as upstream words it (docs/upstream/sandbox.md, "What the model
+        // sees"); the snapshot re-sends it only when the text changes.
+        let s = sandbox.clone();
+        reg(prompt.context(
+            ctx,
+            PromptContext::new(
+                dsh_sandbox::POLICY_CONTEXT,
+                SANDBOX_ORDER,
+                PromptText::dynamic(move |cx| {
+                    let root = agent_cwd(cx).unwrap_or_else(|| ".".to_owned());
+                    let policy = s.policy_for(None, None, Path::new(&root));
+                    dsh_sandbox::policy_text(policy.mode, &policy.workspace_root)
+                }),
+            ),
+        ))?;
+        let s = sandbox;
+        reg(prompt.context(
+            ctx,
+            PromptContext::new(
+                dsh_sandbox::NETWORK_CONTEXT,
+                SANDBOX_ORDER + 1.0,
+                PromptText::dynamic(move |_| {
+                    dsh_sandbox::network_text(s.configured_mode(), s.network())
+                }),
             ),
         ))?;
     }

@@ -47,8 +47,12 @@ async fn agent_loop_assembly_sees_the_agent_workspace() {
         ws.join("AGENTS.md").display()
     )));
     let names: Vec<&str> = parts.contexts.iter().map(|c| c.name.as_str()).collect();
-    // The temp dir is not a git repository: no git context.
-    assert_eq!(names, vec![DATE_CONTEXT]);
+    // The temp dir is not a git repository: no git context. The sandbox seam is linked, so its
+    // policy and network notes are there.
+    assert_eq!(
+        names,
+        vec![DATE_CONTEXT, "sandbox:policy", "sandbox:network"]
+    );
     assert!(!names.contains(&GIT_CONTEXT));
     let snapshot = snapshot_for(&RetainedSnapshot::Never, &parts).unwrap();
     assert_eq!(snapshot.content.len(), 1);

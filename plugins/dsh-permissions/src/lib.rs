@@ -39,7 +39,7 @@ mod service;
 
 pub use error::PermissionsError;
 pub use mode::{PermissionMode, PermissionsConfig};
-pub use plugin::{install, policy_text};
+pub use plugin::{install, policy_text, sandboxed_policy_text};
 pub use policy::{
     MAX_SYMLINK_HOPS, decide, is_inside, network_reason, outside_reason, read_only_denial,
     resolve_path,

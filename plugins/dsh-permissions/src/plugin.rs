@@ -29,6 +29,19 @@ pub fn policy_text(mode: PermissionMode) -> &'static str {
     }
 }
 
+/// The `permission:policy` text for `mode` when the OS sandbox confines `bash` (exact).
+pub fn sandboxed_policy_text(mode: PermissionMode) -> &'static str {
+    match mode {
+        PermissionMode::ReadOnly => {
+            "Permission mode: read-only. Read-only tools run (read, grep, glob, todo_write, job_output, job_list) and bash runs inside an OS sandbox that lets it read but not write anything; write, edit and every other tool are denied. Do not retry denied calls: describe the change you would make instead. The user can rerun with --permission-mode workspace-write to allow modifications."
+        }
+        PermissionMode::WorkspaceWrite => {
+            "Permission mode: workspace-write. write, edit and bash run without asking inside the workspace root. A read, write or edit whose file_path, or a bash call whose workdir, resolves outside the workspace (symlinks and .. included) needs the user's approval and is denied when no approval is available. bash runs inside an OS sandbox: it may write only the workspace and the temporary directories."
+        }
+        PermissionMode::DangerFullAccess => policy_text(mode),
+    }
+}
+
 fn log_or_warn(policy: &PermissionPolicy, session: &Session) {
     if let Err(e) = policy.ensure_logged(session) {
         tracing::warn!(target: "dsh_permissions", session = session.id(), code = e.code(), error = %e, "permission preset not logged");
@@ -58,10 +71,14 @@ pub fn install(ctx: &Context, mode: PermissionMode) -> Result<Arc<PermissionPoli
             .detach();
     }
 
-    let policy = Arc::new(match ctx.get::<ToolRegistry>() {
-        Some(registry) => PermissionPolicy::with_registry(mode, (*registry).clone()),
-        None => PermissionPolicy::new(mode),
-    });
+    let sandboxed = ctx.get::<dsh_sandbox::SandboxService>().is_some();
+    let policy = Arc::new(
+        match ctx.get::<ToolRegistry>() {
+            Some(registry) => PermissionPolicy::with_registry(mode, (*registry).clone()),
+            None => PermissionPolicy::new(mode),
+        }
+        .with_sandboxed_commands(sandboxed),
+    );
     ctx.provide(policy.clone())?.detach();
 
     let p = policy.clone();
@@ -94,7 +111,15 @@ pub fn install(ctx: &Context, mode: PermissionMode) -> Result<Arc<PermissionPoli
         prompt
             .context(
                 ctx,
-                PromptContext::new(POLICY_CONTEXT, POLICY_CONTEXT_ORDER, policy_text(mode)),
+                PromptContext::new(
+                    POLICY_CONTEXT,
+                    POLICY_CONTEXT_ORDER,
+                    if sandboxed {
+                        sandboxed_policy_text(mode)
+                    } else {
+                        policy_text(mode)
+                    },
+                ),
             )?
             .detach();
     }

@@ -23,6 +23,7 @@ pub struct PermissionPolicy {
     mode: PermissionMode,
     registry: Option<ToolRegistry>,
     logged: Mutex<HashSet<String>>,
+    sandboxed_commands: bool,
 }
 
 impl PermissionPolicy {
@@ -34,7 +35,23 @@ impl PermissionPolicy {
             mode,
             registry: None,
             logged: Mutex::new(HashSet::new()),
+            sandboxed_commands: false,
         }
+    }
+
+    /// This policy with `sandboxed` saying whether the OS sandbox confines the commands of
+    /// command-running tools (`dsh-sandbox` booted): then, under `read-only`, a tool whose only
+    /// declared effect is running commands (`bash`) runs, confined read-only by the sandbox,
+    /// instead of being denied.
+    pub fn with_sandboxed_commands(mut self, sandboxed: bool) -> Self {
+        self.sandboxed_commands = sandboxed;
+        self
+    }
+
+    /// Whether commands are confined by the OS sandbox (see
+    /// [`PermissionPolicy::with_sandboxed_commands`]).
+    pub fn sandboxed_commands(&self) -> bool {
+        self.sandboxed_commands
     }
 
     /// A policy enforcing `mode` that reads each tool's declared effects from `registry`
@@ -69,6 +86,14 @@ impl PermissionPolicy {
             .registry
             .as_ref()
             .and_then(|r| r.effects(&exec.name, exec.key()));
+        if self.mode == PermissionMode::ReadOnly
+            && self.sandboxed_commands
+            && effects.is_some_and(|e| {
+                e.runs_commands() && !e.writes_files() && !e.uses_network() && !e.is_read_only()
+            })
+        {
+            return PreToolDecision::Allow;
+        }
         let decision = decide(self.mode, &exec.name, effects, &exec.arguments, &workspace);
         match (self.mode, effects, &decision) {
             (PermissionMode::WorkspaceWrite, Some(e), PreToolDecision::Allow)

@@ -14,7 +14,7 @@ use dsh_kernel::{Kernel, ScopeKey, Settings};
 use dsh_llm::SessionId;
 use dsh_permissions::{
     EVENT_PRESET, PLUGIN_ID, POLICY_CONTEXT, PermissionMode, PermissionPolicy, PermissionsConfig,
-    last_logged_preset, policy_text,
+    last_logged_preset, sandboxed_policy_text,
 };
 use dsh_session::{EventData, Session, SessionHeader};
 use dsh_tools::{
@@ -530,10 +530,9 @@ async fn read_only_denial_reaches_the_model_and_preset_is_logged_once() {
             json!({"command": "ls", "description": "List"}),
         )
         .await;
-    assert_eq!(
-        text(&r),
-        "Error: denied by permission preset read-only: bash runs shell commands that can modify files; rerun with --permission-mode workspace-write to allow it"
-    );
+    // The sandbox seam is booted (linked through dsh-permissions): under read-only, bash runs,
+    // its commands confined read-only by the OS sandbox, instead of being denied.
+    assert_eq!(text(&r), "ran bash");
     assert_eq!(h.preset_events(), vec![json!({"preset": "read-only"})]);
     // The serialized event line carries the upstream payload shape.
     let ev = h
@@ -658,7 +657,8 @@ async fn policy_runtime_context_states_the_mode() {
             .filter(|c| c.name == POLICY_CONTEXT)
             .collect();
         assert_eq!(ours.len(), 1);
-        assert_eq!(ours[0].text, policy_text(mode));
+        // The sandbox seam is booted: bash is described as sandboxed.
+        assert_eq!(ours[0].text, sandboxed_policy_text(mode));
         assert!(
             ours[0]
                 .text

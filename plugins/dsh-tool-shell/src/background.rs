@@ -12,14 +12,33 @@ use crate::jobs::{JobOutcome, JobService, JobStart, JobStatus, JobWork};
 use crate::runner::{ShellExecSpec, ShellExecutor};
 use dsh_process::{BackgroundProcess, ProcessOutcome};
 
-struct BashJob(BackgroundProcess);
+struct BashJob {
+    proc: BackgroundProcess,
+    /// The confined argv and mode of a sandboxed job: once it has finished, a runner failure
+    /// on its stderr ([`dsh_sandbox::classify`]) appends the runner-failure marker (once).
+    sandbox: Option<(dsh_sandbox::ConfinedArgv, dsh_sandbox::SandboxMode)>,
+    marked: std::sync::atomic::AtomicBool,
+}
 
 impl JobWork for BashJob {
     fn cancel(&self, _reason: Option<&str>) {
-        self.0.kill();
+        self.proc.kill();
     }
     fn read_output(&self) -> String {
-        self.0.read_output()
+        let mut text = self.proc.read_output();
+        if let (Some((confined, mode)), Some(outcome)) = (&self.sandbox, self.proc.outcome())
+            && matches!(
+                dsh_sandbox::classify(confined, outcome.exit_code, &self.proc.stderr_kept()),
+                dsh_sandbox::RunVerdict::RunnerFailed(_)
+            )
+            && !self.marked.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&dsh_sandbox::runner_failed_marker(*mode));
+        }
+        text
     }
 }
 
@@ -55,6 +74,56 @@ fn base_outcome(o: &ProcessOutcome) -> JobOutcome {
     }
 }
 
+/// A background start whose sandbox runner could not be spawned (upstream's
+/// `runnerFailed: true`): the job ends at once `killed` (`killed before exit`) and its output
+/// is `[stderr]\nspawn failed: <detail>` then the runner-failure marker
+/// ([`dsh_sandbox::runner_failed_marker`]) — the command did not run.
+struct RunnerFailedJob(std::sync::Mutex<Option<String>>);
+
+impl JobWork for RunnerFailedJob {
+    fn cancel(&self, _reason: Option<&str>) {}
+    fn read_output(&self) -> String {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default()
+    }
+}
+
+/// Registers a job of kind `bash` labelled `command` whose runner failed to start under `mode`
+/// with `detail` (see [`RunnerFailedJob`]); returns the job id.
+///
+/// # Errors
+/// The [`JobService::start`] errors.
+pub fn start_runner_failed_job(
+    jobs: &JobService,
+    command: &str,
+    mode: dsh_sandbox::SandboxMode,
+    detail: &str,
+    owner: Option<dsh_kernel::Context>,
+) -> Result<String, ShellError> {
+    let text = format!(
+        "[stderr]\nspawn failed: {detail}\n{}",
+        dsh_sandbox::runner_failed_marker(mode)
+    );
+    let done = Box::pin(async {
+        JobOutcome {
+            status: JobStatus::Killed,
+            detail: Some("killed before exit".into()),
+        }
+    });
+    jobs.start(
+        JobStart {
+            kind: "bash".into(),
+            label: command.to_owned(),
+            owner,
+        },
+        Arc::new(RunnerFailedJob(std::sync::Mutex::new(Some(text)))),
+        done,
+    )
+}
+
 /// Starts `spec` in the background and registers it; returns the job id (`bash-<n>`).
 ///
 /// # Errors
@@ -66,6 +135,22 @@ pub fn start_bash_job(
     spec: &ShellExecSpec,
     owner: Option<dsh_kernel::Context>,
 ) -> Result<String, ShellError> {
+    start_sandboxed_bash_job(executor, jobs, spec, owner, None)
+}
+
+/// [`start_bash_job`] for a job confined by `sandbox` (its confined argv, already in
+/// `spec.argv`, and mode): once finished, a runner failure on its stderr appends the
+/// runner-failure marker to its output.
+///
+/// # Errors
+/// As [`start_bash_job`].
+pub fn start_sandboxed_bash_job(
+    executor: &ShellExecutor,
+    jobs: &JobService,
+    spec: &ShellExecSpec,
+    owner: Option<dsh_kernel::Context>,
+    sandbox: Option<(dsh_sandbox::ConfinedArgv, dsh_sandbox::SandboxMode)>,
+) -> Result<String, ShellError> {
     let proc = executor.start(spec)?;
     let waiter = proc.clone();
     let done = Box::pin(async move { process_outcome(&waiter.wait().await) });
@@ -75,7 +160,11 @@ pub fn start_bash_job(
             label: spec.command.clone(),
             owner,
         },
-        Arc::new(BashJob(proc)),
+        Arc::new(BashJob {
+            proc,
+            sandbox,
+            marked: std::sync::atomic::AtomicBool::new(false),
+        }),
         done,
     )
 }

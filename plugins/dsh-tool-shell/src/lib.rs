@@ -12,12 +12,15 @@ pub mod background;
 mod error;
 pub mod jobs;
 mod runner;
+pub mod sandboxed;
 pub mod tools;
 
 /// The process executor's modules, re-exported under their former paths in this crate.
 pub use dsh_process::{capture, env, proc};
 
-pub use background::{process_outcome, start_bash_job};
+pub use background::{
+    process_outcome, start_bash_job, start_runner_failed_job, start_sandboxed_bash_job,
+};
 pub use capture::{CollectedOutput, HeadTail, OutputRing};
 pub use dsh_process::{BackgroundProcess, ProcessOutcome};
 pub use error::ShellError;
@@ -59,4 +62,8 @@ pub fn apply(ctx: &Context) -> Result<(), BoxError> {
     Ok(())
 }
 
-dsh_kernel::plugin! { after = [dsh_tools::PLUGIN], settings = ShellConfig, start = apply }
+dsh_kernel::plugin! {
+    after = [dsh_tools::PLUGIN, dsh_sandbox::PLUGIN],
+    settings = ShellConfig,
+    start = apply,
+}

@@ -9,6 +9,7 @@
 //! ms, 64 000 output bytes).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use dsh_process::{BackgroundProcess, CollectedOutput, OutputFiles, ProcessSpec, env};
@@ -107,6 +108,9 @@ pub struct ShellExecSpec {
     pub drain_grace_ms: u64,
     /// Output files of a foreground run (`name` `bash`); background starts ignore it.
     pub output_files: Option<OutputFiles>,
+    /// The confined command line to spawn instead of `bash -c <command>` (the sandbox
+    /// runner first, see `dsh_sandbox::ConfinedArgv`); `None` = unconfined.
+    pub argv: Option<Vec<OsString>>,
 }
 
 /// The outcome of one foreground run (JSON camelCase; upstream `ShellRunResult` plus
@@ -200,6 +204,7 @@ impl ShellExecutor {
                 name: "bash".to_owned(),
                 max_bytes: self.config.max_output_file_bytes,
             }),
+            argv: None,
         })
     }
 
@@ -239,9 +244,16 @@ impl ShellExecutor {
 /// The process executor's spec for `bash -c <command>` (`timeout`: a foreground run, so the
 /// spec's timeout and output files apply).
 fn process_spec(spec: &ShellExecSpec, timeout: bool) -> ProcessSpec {
+    let (program, args) = match spec.argv.as_deref() {
+        Some([program, args @ ..]) => (program.clone(), args.to_vec()),
+        _ => (
+            "bash".into(),
+            vec!["-c".into(), spec.command.clone().into()],
+        ),
+    };
     ProcessSpec {
-        program: "bash".into(),
-        args: vec!["-c".into(), spec.command.clone().into()],
+        program,
+        args,
         workdir: spec.workdir.clone(),
         env: spec.env.clone(),
         timeout_ms: timeout.then_some(spec.timeout_ms),

@@ -26,11 +26,15 @@ use dsh_tools::{Tool, ToolEffects, ToolFailure, ToolRegistry, ToolRunContext, To
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::background::start_bash_job;
+use crate::background::{start_runner_failed_job, start_sandboxed_bash_job};
 use crate::capture::CollectedOutput;
 use crate::error::ShellError;
 use crate::jobs::{JobService, JobSnapshot, status_line};
 use crate::runner::{ShellExecRequest, ShellExecutor, ShellRunResult, render_result};
+use crate::sandboxed::{
+    SandboxInfo, SandboxPermissions, SandboxPlan, denial_markers, plan, spawn_failure, verdict,
+};
+use dsh_sandbox::SandboxService;
 
 /// `job_output` wait applied when `wait` is set without `timeout_ms` (ms).
 pub const JOB_WAIT_DEFAULT_MS: u64 = 30_000;
@@ -57,6 +61,14 @@ pub struct BashArgs {
     /// stop with job_kill). No timeout applies.
     #[serde(default)]
     pub run_in_background: Option<bool>,
+    /// Only after the sandbox denied this command, or when it certainly needs more: run this
+    /// one call under a wider sandbox mode (`workspace-write` or `danger-full-access`, the
+    /// narrowest that suffices). The user is asked to approve; requires `justification`.
+    #[serde(default)]
+    pub sandbox_permissions: Option<SandboxPermissions>,
+    /// Why this command needs `sandbox_permissions` (one sentence, shown to the user).
+    #[serde(default)]
+    pub justification: Option<String>,
 }
 
 /// The canonical value of `bash` (JSON; discriminated by `kind`).
@@ -96,12 +108,16 @@ pub enum BashOutput {
         /// Escaped pids still holding the output pipes when reading stopped (not killed).
         #[serde(rename = "leftoverPids")]
         leftover_pids: Vec<u32>,
+        /// The sandbox the command ran in; absent without a sandbox service.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxInfo>,
     },
 }
 
 impl BashOutput {
-    fn foreground(r: ShellRunResult) -> Self {
+    fn foreground(r: ShellRunResult, sandbox: Option<SandboxInfo>) -> Self {
         Self::Foreground {
+            sandbox,
             exit_code: r.exit_code,
             signal: r.signal,
             timed_out: r.timed_out,
@@ -126,16 +142,24 @@ impl BashOutput {
                 stdout,
                 stderr,
                 leftover_pids,
-            } => render_result(&ShellRunResult {
-                exit_code: *exit_code,
-                signal: signal.clone(),
-                timed_out: *timed_out,
-                aborted: *aborted,
-                timeout_ms: *timeout_ms,
-                stdout: stdout.clone(),
-                stderr: stderr.clone(),
-                leftover_pids: leftover_pids.clone(),
-            }),
+                sandbox,
+            } => {
+                let body = render_result(&ShellRunResult {
+                    exit_code: *exit_code,
+                    signal: signal.clone(),
+                    timed_out: *timed_out,
+                    aborted: *aborted,
+                    timeout_ms: *timeout_ms,
+                    stdout: stdout.clone(),
+                    stderr: stderr.clone(),
+                    leftover_pids: leftover_pids.clone(),
+                });
+                match sandbox.as_ref().and_then(denial_markers) {
+                    Some(m) if body.ends_with('\n') => format!("{body}{m}"),
+                    Some(m) => format!("{body}\n{m}"),
+                    None => body,
+                }
+            }
         }
     }
 }
@@ -239,7 +263,12 @@ prompts fail immediately. Processes the command leaves running are terminated wh
 Non-zero exits are reported as `[exit code: N]`. Long output keeps its head and tail with a \
 marker giving the omitted amount and the path of a file holding the whole output (read or grep \
 it). Set `run_in_background: true` for long-running commands: the \
-call returns a job id immediately; read its output with `job_output` and stop it with `job_kill`.";
+call returns a job id immediately; read its output with `job_output` and stop it with `job_kill`. \
+Commands run in the OS sandbox described by the runtime context's file policy: writes outside \
+what it allows fail (e.g. `Read-only file system` / `Permission denied`) and confined commands \
+have no network unless it is enabled. When a result reports a sandbox denial and the change is \
+required, retry that same command once with `sandbox_permissions` (the narrowest wider mode) and \
+a `justification`; the user is asked to approve.";
 
 /// The `bash` tool.
 #[derive(Debug, Clone)]
@@ -248,6 +277,36 @@ pub struct Bash {
     pub executor: Arc<ShellExecutor>,
     /// Where background runs are tracked.
     pub jobs: Arc<JobService>,
+    /// The sandbox every command runs through (`None`: no sandbox seam booted; commands run
+    /// unconfined, and `dsh-permissions` keeps denying `bash` under `read-only`).
+    pub sandbox: Option<Arc<SandboxService>>,
+}
+
+/// The mode and `Error: spawn <runner> ENOENT|EACCES` detail when `io` is the confined
+/// runner's own spawn failure.
+fn runner_spawn_detail(
+    plan: Option<&SandboxPlan>,
+    io: &std::io::Error,
+) -> Option<(dsh_sandbox::SandboxMode, String)> {
+    let plan = plan?;
+    let program = plan.confined.as_ref()?.argv.first()?;
+    dsh_sandbox::is_runner_spawn_failure(io).then(|| {
+        (
+            plan.mode,
+            dsh_sandbox::spawn_failure_detail(Path::new(program), io),
+        )
+    })
+}
+
+/// The call's failure for a spawn error: `SANDBOX_UNAVAILABLE` when the runner could not be
+/// started, else the shell error.
+fn spawn_fail(plan: Option<&SandboxPlan>, e: &ShellError) -> ToolFailure {
+    if let (Some(p), ShellError::Spawn(io)) = (plan, e)
+        && let Some(f) = spawn_failure(p, io)
+    {
+        return f;
+    }
+    fail(e)
 }
 
 impl Tool for Bash {
@@ -277,6 +336,27 @@ impl Tool for Bash {
         let base = session_cwd(&cx);
         let workdir = resolve_workdir(base.as_deref(), args.workdir.as_deref());
         let background = args.run_in_background == Some(true);
+        let sandbox_plan = match &self.sandbox {
+            Some(sandbox) => {
+                let root = base
+                    .clone()
+                    .or_else(|| self.executor.config().cwd.clone())
+                    .or_else(|| std::env::current_dir().ok())
+                    .unwrap_or_else(|| PathBuf::from("/"));
+                Some(
+                    plan(
+                        sandbox,
+                        &cx,
+                        &args.command,
+                        &root,
+                        args.sandbox_permissions,
+                        args.justification.as_deref(),
+                    )
+                    .await?,
+                )
+            }
+            None => None,
+        };
         let req = ShellExecRequest {
             command: args.command,
             workdir,
@@ -285,7 +365,11 @@ impl Tool for Bash {
             ..ShellExecRequest::default()
         };
         let ex = &self.executor;
-        let spec = ex.resolve(req).map_err(|e| fail(&e))?;
+        let mut spec = ex.resolve(req).map_err(|e| fail(&e))?;
+        spec.argv = sandbox_plan
+            .as_ref()
+            .and_then(|p| p.confined.as_ref())
+            .map(|c| c.argv.clone());
         if background {
             if !ex.config().enable_run_in_background {
                 return Err(ToolFailure::message(
@@ -296,17 +380,38 @@ impl Tool for Bash {
                 return Err(ToolsError::Aborted.into());
             }
             let owner = cx.exec.caller.as_ref().map(|c| c.ctx.clone());
-            let id = start_bash_job(ex, &self.jobs, &spec, owner).map_err(|e| fail(&e))?;
+            let confined = sandbox_plan
+                .as_ref()
+                .and_then(|p| p.confined.clone().map(|c| (c, p.mode)));
+            let id = match start_sandboxed_bash_job(ex, &self.jobs, &spec, owner.clone(), confined)
+            {
+                Ok(id) => id,
+                Err(ShellError::Spawn(io)) => match runner_spawn_detail(sandbox_plan.as_ref(), &io)
+                {
+                    // The runner itself could not start: a job that records it (upstream's
+                    // `runnerFailed`), so the model learns it through `job_output`.
+                    Some((mode, detail)) => {
+                        start_runner_failed_job(&self.jobs, &spec.command, mode, &detail, owner)
+                            .map_err(|e| fail(&e))?
+                    }
+                    None => return Err(fail(&ShellError::Spawn(io))),
+                },
+                Err(e) => return Err(fail(&e)),
+            };
             return Ok(BashOutput::Background { job_id: id });
         }
         let result = ex
             .run(&spec, cx.signal.clone())
             .await
-            .map_err(|e| fail(&e))?;
+            .map_err(|e| spawn_fail(sandbox_plan.as_ref(), &e))?;
         if result.aborted {
             return Err(ToolsError::Aborted.into());
         }
-        Ok(BashOutput::foreground(result))
+        let info = match &sandbox_plan {
+            Some(p) => Some(verdict(p, result.exit_code, &result.stderr.text)?),
+            None => None,
+        };
+        Ok(BashOutput::foreground(result, info))
     }
 
     fn render(&self, _args: &BashArgs, out: &BashOutput) -> Vec<ContentBlock> {
@@ -514,6 +619,7 @@ pub fn register_tools(
             Bash {
                 executor,
                 jobs: jobs.clone(),
+                sandbox: ctx.get::<SandboxService>(),
             },
         )?,
         registry.register_tool(ctx, JobOutput { jobs: jobs.clone() })?,

@@ -317,7 +317,9 @@ async fn bash_is_exclusive_and_job_list_parallel() {
             "description",
             "timeoutMs",
             "workdir",
-            "run_in_background"
+            "run_in_background",
+            "sandbox_permissions",
+            "justification"
         ]
     );
     assert_eq!(
