@@ -579,7 +579,7 @@ fn escalation_through_the_shell(approve: bool) {
     let mut shell = common::e2e::Shell::spawn(env.dsh(&replay.url(), &[]));
     shell.send("write it");
     shell.wait_for(
-        "allow tool `bash` (escalate sandbox to danger-full-access: the user asked to write a file outside the workspace)? [y/N]",
+        "allow tool `bash` (escalate sandbox to danger-full-access: the user asked to write a file outside the workspace)?",
         Duration::from_secs(20),
     );
     shell.send(if approve { "y" } else { "n" });
