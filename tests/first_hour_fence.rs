@@ -171,7 +171,10 @@ fn from_a_subdirectory_the_parent_files_of_the_repository_are_inside() {
     );
     // Search results are shown relative to the launch directory, so `read` takes them as
     // they are.
-    assert_eq!(replay.last_message(4), "../top.txt\n  1: colour: blue");
+    assert_eq!(
+        replay.last_message(4),
+        "Found 1 match\n\n../top.txt\nLine 1: colour: blue"
+    );
     assert_eq!(replay.last_message(5), "../top.txt");
     // A `workdir` in the repository above the launch directory is inside too.
     assert_eq!(replay.last_message(6), format!("{}\n", env.repo.display()));
