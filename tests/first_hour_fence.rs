@@ -11,7 +11,8 @@
 //!   repository as the workspace, and still asks in the shell (the parent file read before it
 //!   asks nothing);
 //! - `-C proj/sub` makes the subdirectory the root: `../top.txt` is outside, and the AGENTS.md
-//!   chain starts at `proj/sub`; `-C other` (outside the repository) makes `other` the root.
+//!   chain starts at `proj/sub`; `-C other` (outside the repository) makes `other` the root;
+//! - a session resumed from outside its repository keeps the repository as its fence.
 //!
 //! Locating the binary: see `common/mod.rs` (`dsh_bin`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -294,5 +295,32 @@ fn dash_c_outside_the_repository_makes_that_directory_the_root() {
             "Error: permission preset workspace-write: read target {} is outside the workspace {o}; approve this call to allow it once, or rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
             env.repo.join("top.txt").display()
         )
+    );
+}
+
+#[test]
+fn a_session_resumed_from_elsewhere_keeps_its_repository_as_the_fence() {
+    let env = Sandbox::new();
+    let sub = repository(&env);
+    let elsewhere = env.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let replay = Replay::start(json!([
+        {"text": "started"},
+        {"tool_calls": [["read", {"file_path": "../top.txt"}]]},
+        {"text": "read it"},
+    ]));
+    let first = exec_json(&env, &sub, &replay.url(), &["exec", "--json", "start"]);
+    let id = first["sessionId"].as_str().unwrap().to_owned();
+    // Resumed from a directory outside the repository: relative paths still resolve against
+    // the session's cwd, and its repository is still inside.
+    exec_json(
+        &env,
+        &elsewhere,
+        &replay.url(),
+        &["exec", "--json", "--resume", &id, "read the top file"],
+    );
+    assert_eq!(
+        replay.last_message(2),
+        read_envelope(&env.repo.join("top.txt"), "colour: red")
     );
 }
