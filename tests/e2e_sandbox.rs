@@ -57,7 +57,8 @@ fn helper_bin() -> &'static Path {
     })
 }
 
-/// A hermetic root outside `/tmp`: `home/` ($HOME, $DSH_HOME), `proj/` (the workspace),
+/// A hermetic root outside `/tmp`: `home/` ($HOME, $DSH_HOME), `proj/` (the workspace, a git
+/// work tree),
 /// `tmp/` ($TMPDIR) and `outside/` (a folder no confined command may write).
 struct Env {
     _tmp: tempfile::TempDir,
@@ -76,6 +77,15 @@ impl Env {
             std::fs::create_dir_all(d).unwrap();
         }
         let [home, repo, tmp_dir, outside] = dirs;
+        // A git work tree of its own: the workspace root is the nearest ancestor holding
+        // `.git`, and the target dir sits inside this repository's work tree.
+        let st = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&repo)
+            .env("HOME", &home)
+            .status()
+            .unwrap();
+        assert!(st.success());
         Self {
             _tmp: tmp,
             home,
@@ -649,8 +659,12 @@ fn session_sandbox_root_log() {
     );
     let requests = replay.chat_requests();
     assert_eq!(requests.len(), 3);
+    // Once per runtime-context snapshot (a snapshot is re-sent whole when any of its parts
+    // changes: here the git status after the write), never twice in one.
     let last = requests[2].body.to_string();
-    assert_eq!(last.matches(&policy).count(), 1, "{last}");
+    let snapshots = last.matches("Current runtime context.").count();
+    assert!(snapshots >= 1, "{last}");
+    assert_eq!(last.matches(&policy).count(), snapshots, "{last}");
 }
 
 /// A runner that reports its own failure (a fatal signature on stderr, non-zero exit) fails the
@@ -808,4 +822,43 @@ fn bwrap_ctrl_c_kills_the_confined_command() {
 #[test]
 fn landlock_ctrl_c_kills_the_confined_command() {
     ctrl_c_kills_the_confined_command(Runner::Landlock);
+}
+
+/// From a subdirectory of a git work tree the writable root is the repository (the workspace
+/// root, the same fence as the fs tools'), not the launch directory: `echo > ../f` writes.
+fn a_subdirectory_launch_writes_the_parent_inside_the_repository(runner: Runner) {
+    if !runner.usable() {
+        return;
+    }
+    let env = Env::new();
+    let sub = env.repo.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let replay = Replay::start(json!([
+        {"tool_calls": [["bash", {"command": "echo up > ../from_sub.txt", "description": "Write the parent"}]]},
+        {"tool_calls": [["bash", {"command": "echo out > ../../outside/no.txt", "description": "Write outside"}]]},
+        {"text": "DONE"}
+    ]));
+    let args = settings_args(runner, &["exec", "--json", "go"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = env.dsh(&replay.url(), &args);
+    cmd.current_dir(&sub);
+    let out = run(cmd, LIMIT);
+    assert_eq!(code(out.status), 0, "stderr: {}", text(&out.stderr));
+    let results = tool_texts(&json_lines(&out.stdout));
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("from_sub.txt")).ok(),
+        Some("up\n".to_owned()),
+        "{results:?}"
+    );
+    assert!(!env.outside.join("no.txt").exists(), "{results:?}");
+}
+
+#[test]
+fn bwrap_a_subdirectory_launch_writes_the_parent_inside_the_repository() {
+    a_subdirectory_launch_writes_the_parent_inside_the_repository(Runner::Bwrap);
+}
+
+#[test]
+fn landlock_a_subdirectory_launch_writes_the_parent_inside_the_repository() {
+    a_subdirectory_launch_writes_the_parent_inside_the_repository(Runner::Landlock);
 }

@@ -587,7 +587,7 @@ fn config_shows_the_workspace_root_and_where_provider_and_model_came_from() {
         [
             format!(
                 "workspace: {}    # the nearest ancestor holding .git; project settings, \
-                 AGENTS.md and --continue use it",
+                 AGENTS.md, the file fence and --continue use it",
                 env.repo.display()
             ),
             format!(

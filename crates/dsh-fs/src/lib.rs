@@ -3,7 +3,8 @@
 //! depending on each other.
 //!
 //! - [`FsService`]: the local provider. [`FsService::resolve`] turns a model path into an
-//!   [`FsTarget`] relative to the session's workspace root (its cwd); [`FsService::read_text`]
+//!   [`FsTarget`]: relative to the session's `cwd`, fenced by the workspace root
+//!   ([`Workspace`]: the two differ when dsh starts in a subdirectory of a repository); [`FsService::read_text`]
 //!   streams a bounded line window; [`FsService::write_text`] and [`FsService::edit_text`]
 //!   write atomically (temp file in the same directory + fsync + rename, permission bits kept)
 //!   under an optional version guard.
@@ -14,7 +15,7 @@
 //!
 //! # Security: workspace containment and read grants
 //! A path is resolved like the OS would (each symlink followed) and its *real* path must be
-//! inside the session's workspace root. `../x`, an absolute path elsewhere (`/etc/passwd`) and a
+//! inside the session's workspace root ([`Workspace::root`]). `../x`, an absolute path elsewhere (`/etc/passwd`) and a
 //! symlink inside the workspace pointing outside are all refused with `FS_OUTSIDE_WORKSPACE`
 //! ([`FsError::OutsideWorkspace`]) unless the [`FsConfig`] policy allows it
 //! (`allow_outside_workspace`, `allow_read_outside_workspace`). Other plugins may grant *read*
@@ -31,6 +32,7 @@ pub mod error;
 mod observe;
 mod service;
 pub mod text;
+pub mod workspace;
 
 pub use error::{FsError, Result};
 pub use observe::{Observation, Observations};
@@ -39,3 +41,4 @@ pub use service::{
     Observed, ReadOutcome, SNAPSHOT_MAX_BYTES, WriteIntent, WriteOperation, WriteOutcome,
 };
 pub use text::{ReadWindow, WindowCaps, WindowLine};
+pub use workspace::{WORKSPACE_FACT, Workspace, git_ancestor};

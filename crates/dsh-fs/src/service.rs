@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use dsh_kernel::{CancellationToken, Context, Disposer, Registration};
 use sha2::{Digest, Sha256};
 
+use crate::Workspace;
 use crate::error::{FsError, Result};
 use crate::text::{
     self, BOM, ReadWindow, WindowBuilder, WindowCaps, apply_edit, decode, detect_binary,
@@ -278,16 +279,23 @@ impl FsService {
         lock(&self.grants).iter().map(|(_, p)| p.clone()).collect()
     }
 
-    /// Resolves `path` (relative paths against `workspace`, the session's cwd) for `access`.
+    /// Resolves `path` for `access`: a relative path against `workspace`'s
+    /// [`cwd`](crate::Workspace::cwd), fenced by its [`root`](crate::Workspace::root) (a bare
+    /// `&Path` is both).
     ///
     /// # Errors
     /// [`FsError::InvalidArgs`] for an empty path; [`FsError::OutsideWorkspace`] when the real
-    /// path (symlinks followed) is outside `workspace` and, for reads, every granted root —
+    /// path (symlinks followed) is outside the workspace root and, for reads, every granted root —
     /// unless the [`FsConfig`] policy allows it; I/O errors from canonicalisation (e.g.
     /// [`FsError::NotFound`] when `workspace` does not exist, [`FsError::Io`] for a symlink
     /// loop).
-    pub fn resolve(&self, path: &str, workspace: &Path, access: Access) -> Result<FsTarget> {
-        self.resolve_fenced(path, workspace, access, true)
+    pub fn resolve(
+        &self,
+        path: &str,
+        workspace: impl Into<Workspace>,
+        access: Access,
+    ) -> Result<FsTarget> {
+        self.resolve_fenced(path, &workspace.into(), access, true)
     }
 
     /// Resolves `path` like [`FsService::resolve`] but without the workspace fence: for a call
@@ -299,16 +307,16 @@ impl FsService {
     pub fn resolve_approved(
         &self,
         path: &str,
-        workspace: &Path,
+        workspace: impl Into<Workspace>,
         access: Access,
     ) -> Result<FsTarget> {
-        self.resolve_fenced(path, workspace, access, false)
+        self.resolve_fenced(path, &workspace.into(), access, false)
     }
 
     fn resolve_fenced(
         &self,
         path: &str,
-        workspace: &Path,
+        workspace: &Workspace,
         access: Access,
         fenced: bool,
     ) -> Result<FsTarget> {
@@ -321,12 +329,12 @@ impl FsService {
         let abs = if p.is_absolute() {
             p.to_path_buf()
         } else {
-            workspace.join(p)
+            workspace.cwd.join(p)
         };
         let display = lexical(&abs).display().to_string();
         let key = real_path(&abs, &display, 0)?;
-        let ws_display = workspace.display().to_string();
-        let root = fs::canonicalize(workspace)
+        let ws_display = workspace.root.display().to_string();
+        let root = fs::canonicalize(&workspace.root)
             .map_err(|e| FsError::from_io("resolve workspace", &ws_display, &e))?;
         let inside = !fenced
             || key.starts_with(&root)

@@ -943,3 +943,36 @@ fn parent_that_is_a_file_is_not_directory() {
         "FS_NOT_DIRECTORY"
     );
 }
+
+/// Relative paths resolve against the workspace's `cwd`, the fence is its `root`.
+#[test]
+fn a_workspace_cwd_below_the_root_resolves_parent_paths_inside() {
+    let w = ws();
+    let root = fs::canonicalize(&w.root).unwrap();
+    fs::create_dir(w.path("sub")).unwrap();
+    w.put("top.txt", b"top\n");
+    fs::write(root.parent().unwrap().join("x"), b"outside\n").unwrap();
+    let dirs = dsh_fs::Workspace {
+        root: root.clone(),
+        cwd: root.join("sub"),
+    };
+    let t = w.fs.resolve("../top.txt", &dirs, Access::Write).unwrap();
+    assert_eq!(t.key, root.join("top.txt"));
+    assert_eq!(t.display_path, root.join("top.txt").display().to_string());
+    let err = w.fs.resolve("../../x", &dirs, Access::Read).unwrap_err();
+    assert_eq!(err.code(), "FS_OUTSIDE_WORKSPACE");
+    assert!(
+        err.to_string().ends_with(&format!(
+            "is outside the workspace \"{}\" and is refused by the filesystem policy",
+            root.display()
+        )),
+        "{err}"
+    );
+    // Approved: the fence is lifted, the base stays the cwd.
+    assert_eq!(
+        w.fs.resolve_approved("../../x", &dirs, Access::Read)
+            .unwrap()
+            .key,
+        root.parent().unwrap().join("x")
+    );
+}

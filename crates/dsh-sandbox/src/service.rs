@@ -109,19 +109,17 @@ impl SandboxService {
     }
 
     /// The policy of one call: mode per [`resolve_mode`] (escalation, then the session's
-    /// `sandbox/mode`, then [`SandboxService::configured_mode`]); root = the session's `cwd`,
-    /// else `fallback_root`, canonicalised.
+    /// `sandbox/mode`, then [`SandboxService::configured_mode`]); root = `workspace_root` (the
+    /// caller passes the run's workspace root, the fs tools' fence — from a subdirectory of a
+    /// repository that is the repository, not the session's `cwd`), canonicalised.
     pub fn policy_for(
         &self,
         session: Option<&Session>,
         escalated: Option<SandboxMode>,
-        fallback_root: &Path,
+        workspace_root: &Path,
     ) -> SandboxPolicy {
         let mode = resolve_mode(escalated, session, self.configured_mode());
-        let root = session
-            .and_then(|s| s.header().cwd.clone())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| fallback_root.to_path_buf());
+        let root = workspace_root.to_path_buf();
         SandboxPolicy::new(mode, &root)
     }
 

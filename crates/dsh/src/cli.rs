@@ -242,7 +242,7 @@ fn print_config(
         ""
     };
     text.push(format!(
-        "workspace: {}    # {ws_source}; project settings, AGENTS.md and --continue use it",
+        "workspace: {}    # {ws_source}; project settings, AGENTS.md, the file fence and --continue use it",
         config.cwd.display()
     ));
     text.push(format!(

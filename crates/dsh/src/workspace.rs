@@ -1,7 +1,9 @@
 //! Where a run works: the launch directory (where `dsh` started, or `-C DIR`) and the workspace
 //! root above it (the nearest ancestor holding `.git`), which decides the project's
-//! `.dsh/settings.toml`, the AGENTS.md chain and `--continue`'s choice of session. The session
-//! header's `cwd` records the launch directory, as upstream does.
+//! `.dsh/settings.toml`, the AGENTS.md chain, the tools' filesystem fence (the kernel's
+//! `workspace` run fact, read through `dsh_fs::Workspace`) and `--continue`'s choice of session.
+//! The session header's `cwd` records the launch directory, as upstream does; relative tool
+//! paths resolve against it.
 //!
 //! Behaviour: README ("Settings", "Workspace root").
 
@@ -18,12 +20,9 @@ pub struct Dirs {
     pub launch: PathBuf,
 }
 
-/// The nearest ancestor of `dir` (itself included) that holds a `.git` entry, if any.
-pub fn git_ancestor(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| d.join(".git").symlink_metadata().is_ok())
-        .map(Path::to_path_buf)
-}
+// The nearest ancestor holding `.git`: the filesystem seam's rule, which the tools' fence
+// applies to a resumed session's `cwd` too (one definition).
+use dsh_fs::git_ancestor;
 
 /// The directories for `explicit` (`-C DIR`) or, without it, the current directory `current`.
 ///

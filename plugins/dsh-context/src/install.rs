@@ -1,7 +1,7 @@
 //! Registering the sections, variable, runtime contexts and listeners under a context
 //! ([`install`]), and the plugin's start hook.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -85,8 +85,21 @@ pub fn install(
                 dsh_sandbox::POLICY_CONTEXT,
                 SANDBOX_ORDER,
                 PromptText::dynamic(move |cx| {
-                    let root = agent_cwd(cx).unwrap_or_else(|| ".".to_owned());
-                    let policy = s.policy_for(None, None, Path::new(&root));
+                    // The writable root is the run's workspace root (the fs fence), not the
+                    // session's cwd: from a subdirectory `../file` is inside for both.
+                    let cwd = agent_cwd(cx).unwrap_or_else(|| ".".to_owned());
+                    let run_root = cx.agent.as_ref().and_then(|a| {
+                        a.settings()
+                            .fact_str(dsh_fs::WORKSPACE_FACT)
+                            .map(str::to_owned)
+                    });
+                    let root = dsh_fs::Workspace::for_session(
+                        run_root.as_deref().map(Path::new),
+                        Some(Path::new(&cwd)),
+                        None,
+                    )
+                    .map_or_else(|_| PathBuf::from(&cwd), |w| w.root);
+                    let policy = s.policy_for(None, None, &root);
                     dsh_sandbox::policy_text(policy.mode, &policy.workspace_root)
                 }),
             ),

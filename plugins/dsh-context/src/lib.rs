@@ -6,11 +6,13 @@
 //! - `context:persona` (order 10): [`PERSONA`] followed by the `persona` setting (or replaced
 //!   by it with `persona_mode = "replace"`; [`ContextConfig::persona_text`]);
 //! - `context:tool-guidance` (order 100): [`TOOL_GUIDANCE`];
-//! - `context:environment` (order 200): the workspace root through the `{{cwd}}` variable
+//! - `context:environment` (order 200): the working directory through the `{{cwd}}` variable
 //!   (this plugin registers `cwd` from the agent's [`AgentInfo`]) and the OS
 //!   ([`environment_text`]);
-//! - one `context:agents-md:<path>` section per AGENTS.md file ([`load_agents_files`]: git
-//!   root → cwd, then `$DSH_HOME/AGENTS.md`), read once per agent at its first assembly, cached
+//! - one `context:agents-md:<path>` section per AGENTS.md file (workspace root → cwd, then
+//!   `$DSH_HOME/AGENTS.md`; the root is the run's workspace root when it contains the cwd —
+//!   `-C DIR` or the nearest `.git` ancestor, [`ContextService::agents_files_in`] — else the
+//!   git root, as [`load_agents_files`]), read once per agent at its first assembly, cached
 //!   by agent id (dropped on `agent/disposed`), inserted by a `system-prompt/assemble` listener
 //!   right after `context:environment` (or last). Each section's text is `{{<variable>}}` with
 //!   the file text in a per-assembly variable ([`AGENTS_VARIABLE_PREFIX`]`<n>`), so braces in a

@@ -16,7 +16,7 @@ pub const ENVIRONMENT_ORDER: f64 = 200.0;
 pub const AGENTS_SECTION_PREFIX: &str = "context:agents-md:";
 /// Prefix of the per-assembly variables holding AGENTS.md section texts (followed by 1, 2, …).
 pub const AGENTS_VARIABLE_PREFIX: &str = "dsh_context_agents_md_";
-/// The variable holding the agent's workspace root.
+/// The variable holding the agent's working directory (its session `cwd`).
 pub const CWD_VARIABLE: &str = "cwd";
 /// Date runtime-context name.
 pub const DATE_CONTEXT: &str = "context:date";

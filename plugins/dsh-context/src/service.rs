@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dsh_agent::AgentInfo;
+use dsh_fs::Workspace;
 use dsh_system_prompt::{AssembleContext, AssembleRequest, AssembledSection};
 
 use crate::agents::load_agents_files_under;
@@ -78,8 +79,23 @@ impl ContextService {
     }
 
     /// The AGENTS.md files of agent `agent_id` with workspace `cwd`: loaded on the first call
-    /// for that id, then served from the cache (later changes to the files are not seen).
+    /// for that id, then served from the cache (later changes to the files are not seen). The
+    /// chain starts at the git root of `cwd`; see [`Self::agents_files_in`].
     pub fn agents_files(&self, agent_id: &str, cwd: &Path) -> Arc<Vec<AgentsFile>> {
+        self.agents_files_in(agent_id, cwd, None)
+    }
+
+    /// [`Self::agents_files`] in a run whose workspace root is `run_root` (the host's
+    /// [`dsh_fs::WORKSPACE_FACT`]): the chain starts at the workspace root of `cwd`
+    /// ([`Workspace::for_session`]: `run_root` when it contains `cwd` — `-C DIR` or the nearest
+    /// `.git` ancestor of the launch directory — else the nearest `.git` ancestor of `cwd`);
+    /// `None` ⇒ the git root of `cwd`, as before the run root was known.
+    pub fn agents_files_in(
+        &self,
+        agent_id: &str,
+        cwd: &Path,
+        run_root: Option<&Path>,
+    ) -> Arc<Vec<AgentsFile>> {
         if let Some(hit) = self
             .cache
             .lock()
@@ -88,7 +104,12 @@ impl ContextService {
         {
             return hit.clone();
         }
-        let root = self.repo(cwd).map(|r| r.root);
+        let root = match run_root {
+            Some(r) => Workspace::for_session(Some(r), Some(cwd), None)
+                .ok()
+                .map(|w| w.root),
+            None => self.repo(cwd).map(|r| r.root),
+        };
         let files = Arc::new(load_agents_files_under(cwd, root, self.dsh_home.as_deref()));
         self.cache
             .lock()
@@ -187,7 +208,16 @@ impl ContextService {
         let Some(cwd) = info.cwd.as_deref() else {
             return;
         };
-        let files = self.agents_files(&info.id, Path::new(cwd));
+        let settings = req
+            .context
+            .agent
+            .as_ref()
+            .map(dsh_kernel::Context::settings);
+        let run_root = settings
+            .as_ref()
+            .and_then(|s| s.fact_str(dsh_fs::WORKSPACE_FACT))
+            .map(Path::new);
+        let files = self.agents_files_in(&info.id, Path::new(cwd), run_root);
         if files.is_empty() {
             return;
         }

@@ -35,7 +35,7 @@ left undone or uncertain.";
 pub const TOOL_GUIDANCE: &str = "\
 Tool guidance:
 - read: read a file (use offset and limit for large files). Relative paths resolve against the \
-workspace root.
+working directory.
 - grep searches file contents by regular expression; glob finds files by name pattern. Prefer \
 them to running find, grep or cat through bash.
 - edit replaces an exact string in a file: old_string must match exactly, whitespace included, \
@@ -47,12 +47,13 @@ with job_output and job_list.
 - todo_write records the whole task list (each call replaces it).
 - Issue independent read-only calls (read, grep, glob) together in one step.";
 
-/// The environment section (`context:environment`) for an agent whose workspace root is known:
-/// the root comes from the `{{cwd}}` variable (so no path text is ever parsed as a template).
+/// The environment section (`context:environment`) for an agent whose working directory (the
+/// session's `cwd`, where relative paths resolve) is known: it comes from the `{{cwd}}`
+/// variable (so no path text is ever parsed as a template).
 pub fn environment_text(has_cwd: bool) -> String {
     let mut out = String::from("Environment:\n");
     if has_cwd {
-        out.push_str("- Workspace root: {{cwd}}\n");
+        out.push_str("- Working directory: {{cwd}}\n");
     }
     out.push_str(&format!(
         "- Operating system: {} ({})",

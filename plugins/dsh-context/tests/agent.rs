@@ -41,7 +41,7 @@ async fn agent_loop_assembly_sees_the_agent_workspace() {
         .await
         .unwrap();
     let system = parts.system.clone().unwrap();
-    assert!(system.contains(&format!("- Workspace root: {}\n", ws.display())));
+    assert!(system.contains(&format!("- Working directory: {}\n", ws.display())));
     assert!(system.ends_with(&format!(
         "# AGENTS.md: {}\n\nRun `make check` before finishing.",
         ws.join("AGENTS.md").display()

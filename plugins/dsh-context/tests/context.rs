@@ -260,7 +260,7 @@ impl A {
 
 fn environment(cwd: &Path) -> String {
     format!(
-        "Environment:\n- Workspace root: {}\n- Operating system: {} ({})",
+        "Environment:\n- Working directory: {}\n- Operating system: {} ({})",
         cwd.display(),
         std::env::consts::OS,
         std::env::consts::ARCH

@@ -45,7 +45,7 @@ pub use policy::{
     resolve_path,
 };
 pub use preset::{PresetData, declaration, last_logged_preset};
-pub use service::{PermissionPolicy, read_outside_decision};
+pub use service::{PermissionPolicy, call_workspace, read_outside_decision};
 
 /// The plugin id and settings section name.
 pub const PLUGIN_ID: &str = "dsh-permissions";

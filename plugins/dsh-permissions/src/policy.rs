@@ -19,6 +19,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use dsh_fs::Workspace;
 use dsh_tools::{PreToolDecision, ToolEffects};
 use serde_json::Value;
 
@@ -154,7 +155,8 @@ fn string_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 /// - `tool`: the requested tool name (only used in reasons); `effects`: what the tool resolved
 ///   for the caller declares (`None`: no such tool is visible — it fails at dispatch);
 /// - `args`: its JSON arguments (as the model sent them);
-/// - `workspace`: the workspace root (the session's `cwd`; absolute).
+/// - `workspace`: the [`Workspace`]: relative targets resolve against its `cwd` (the
+///   session's), the fence is its `root` (a bare absolute path is both).
 ///
 /// `read-only` ⇒ [`PreToolDecision::Allow`] for read-only effects, else `Deny` with
 /// [`read_only_denial`]. `workspace-write` ⇒ for a tool that writes files or runs commands and
@@ -168,8 +170,9 @@ pub fn decide(
     tool: &str,
     effects: Option<ToolEffects>,
     args: &Value,
-    workspace: &Path,
+    workspace: impl Into<Workspace>,
 ) -> PreToolDecision {
+    let workspace = workspace.into();
     match mode {
         PermissionMode::DangerFullAccess => PreToolDecision::Allow,
         PermissionMode::ReadOnly => match effects {
@@ -187,9 +190,9 @@ pub fn decide(
                 .filter(|_| effects.writes_files() || effects.runs_commands())
                 .and_then(|arg| string_arg(args, arg));
             if let Some(target) = target {
-                let root = resolve_path(Path::new("/"), &workspace.to_string_lossy())
-                    .unwrap_or_else(|| workspace.to_path_buf());
-                match resolve_path(workspace, target) {
+                let root = resolve_path(Path::new("/"), &workspace.root.to_string_lossy())
+                    .unwrap_or_else(|| workspace.root.clone());
+                match resolve_path(&workspace.cwd, target) {
                     Some(resolved) if is_inside(&resolved, &root) => {}
                     Some(resolved) => {
                         return PreToolDecision::Ask {
@@ -201,7 +204,7 @@ pub fn decide(
                             reason: Some(outside_reason(
                                 tool,
                                 effects,
-                                &workspace.join(target),
+                                &workspace.join(Path::new(target)),
                                 &root,
                             )),
                         };

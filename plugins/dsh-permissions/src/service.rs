@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use dsh_fs::{Access, FsError, FsService};
+use dsh_fs::{Access, FsError, FsService, Workspace};
 use dsh_session::{EventData, Session};
 use dsh_tools::{PreToolDecision, ToolEffects, ToolExecution, ToolRegistry};
 use serde_json::Value;
@@ -69,19 +69,12 @@ impl PermissionPolicy {
     }
 
     /// Decides one call: [`decide`] with the effects the registry reports for the tool as the
-    /// caller sees it, and the caller session's `cwd` as the workspace root (no caller or no
-    /// `cwd` ⇒ the process's current directory, as dsh-tool-fs does; `.` if even that is
-    /// unavailable). Under `workspace-write`, a read-only tool that declares a target argument
+    /// caller sees it, and the caller's [`Workspace`] ([`call_workspace`]: relative targets
+    /// against the session's `cwd`, fenced by the run's workspace root, as dsh-tool-fs does). Under `workspace-write`, a read-only tool that declares a target argument
     /// (`read` `file_path`) whose target the filesystem fence would refuse
     /// ([`read_outside_decision`]) asks too, so an approval lets that read run once.
     pub fn decide_call(&self, exec: &ToolExecution) -> PreToolDecision {
-        let workspace = exec
-            .caller
-            .as_ref()
-            .and_then(|c| c.session.header().cwd.clone())
-            .map(PathBuf::from)
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("."));
+        let workspace = call_workspace(exec);
         let effects = self
             .registry
             .as_ref()
@@ -159,7 +152,7 @@ impl PermissionPolicy {
 
 /// The `workspace-write` decision for a read-only call of `tool` (declared `effects`) whose
 /// declared target argument names a path the filesystem fence of `fs` refuses to read
-/// ([`FsError::OutsideWorkspace`]: outside `workspace`, outside every granted read root, and not
+/// ([`FsError::OutsideWorkspace`]: outside `workspace`'s root (a bare path is root and cwd), outside every granted read root, and not
 /// allowed by the fs policy): `Some(Ask)` with [`outside_reason`] for the real path (symlinks
 /// resolved) and the canonical workspace. `None` — no opinion — when the tool declares no target,
 /// the argument is missing or not a string, or the fence lets the read through (or fails for
@@ -170,17 +163,33 @@ pub fn read_outside_decision(
     tool: &str,
     effects: ToolEffects,
     args: &Value,
-    workspace: &std::path::Path,
+    workspace: impl Into<Workspace>,
 ) -> Option<PreToolDecision> {
+    let workspace = workspace.into();
     let arg = effects.target_arg()?;
     let target = args.as_object()?.get(arg)?.as_str()?;
-    match fs.resolve(target, workspace, Access::Read) {
+    match fs.resolve(target, &workspace, Access::Read) {
         Err(FsError::OutsideWorkspace { real_path, .. }) => {
-            let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+            let root =
+                std::fs::canonicalize(&workspace.root).unwrap_or_else(|_| workspace.root.clone());
             Some(PreToolDecision::Ask {
                 reason: Some(outside_reason(tool, effects, &real_path, &root)),
             })
         }
         _ => None,
     }
+}
+
+/// The workspace of a call ([`Workspace::for_context`] of the caller): relative targets
+/// against the caller session's `cwd`, fenced by the run's workspace root when it contains that
+/// `cwd` (else the nearest `.git` ancestor of the `cwd`, else the `cwd`). No caller: the run's
+/// facts are unknown, so the process's current directory (`.` if even that is unreadable).
+pub fn call_workspace(exec: &ToolExecution) -> Workspace {
+    let Some(caller) = exec.caller.as_ref() else {
+        return Workspace::for_session(None, None, None)
+            .unwrap_or_else(|_| Workspace::at(PathBuf::from(".")));
+    };
+    let cwd = caller.session.header().cwd.clone().map(PathBuf::from);
+    Workspace::for_context(&caller.ctx, cwd.as_deref(), None)
+        .unwrap_or_else(|_| Workspace::at(PathBuf::from(".")))
 }

@@ -859,3 +859,47 @@ fn a_read_the_fs_fence_would_refuse_asks_and_one_it_allows_has_no_opinion() {
         None
     );
 }
+
+/// A session started in a subdirectory of the workspace root: relative targets resolve against
+/// the subdirectory, the fence is the root (README, "Workspace root").
+#[test]
+fn workspace_write_fences_at_the_root_and_resolves_against_the_cwd() {
+    let w = ws();
+    let dirs = dsh_fs::Workspace {
+        root: w.root.clone(),
+        cwd: w.root.join("src"),
+    };
+    let decide_in = |tool: &str, args: Value| {
+        dsh_permissions::decide(WorkspaceWrite, tool, builtin_effects(tool), &args, &dirs)
+    };
+    assert_eq!(
+        decide_in("edit", json!({"file_path": "../top.txt"})),
+        allow()
+    );
+    assert_eq!(
+        decide_in("bash", json!({"command": "ls", "workdir": ".."})),
+        allow()
+    );
+    assert_eq!(
+        decide_in("write", json!({"file_path": "../../outside/x.txt"})),
+        ask(format!(
+            "permission preset workspace-write: write target {} is outside the workspace {}; approve this call to allow it once, or rerun with --permission-mode danger-full-access",
+            w.base.join("outside/x.txt").display(),
+            w.root.display()
+        ))
+    );
+    // The same relative path from the root itself leaves the workspace.
+    assert_eq!(
+        decide(
+            WorkspaceWrite,
+            "edit",
+            &json!({"file_path": "../top.txt"}),
+            &w.root
+        ),
+        ask(format!(
+            "permission preset workspace-write: edit target {} is outside the workspace {}; approve this call to allow it once, or rerun with --permission-mode danger-full-access",
+            w.base.join("top.txt").display(),
+            w.root.display()
+        ))
+    );
+}

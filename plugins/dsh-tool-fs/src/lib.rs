@@ -2,9 +2,12 @@
 //! filesystem service [`dsh_fs::FsService`] (`ctx.fs`), which this plugin provides when no other
 //! plugin did. Behaviour notes and upstream sources: `docs/tools.md` ("File tools").
 //!
-//! - Paths resolve against the calling session's workspace root: the session header's `cwd`,
-//!   else this plugin's `workspace` setting, else the process working directory. A real path
-//!   outside it (`../`, absolute elsewhere, a symlink pointing out) fails with
+//! - Relative paths resolve against the calling session's `cwd` (the header's, else this
+//!   plugin's `workspace` setting, else the run's workspace root, else the process working
+//!   directory), and are fenced by the workspace root ([`dsh_fs::Workspace::for_context`]: the
+//!   run's root, `-C DIR` or the nearest `.git` ancestor, when it contains the cwd), so from a
+//!   repository's subdirectory `../x` is inside. A real path outside the root (`../` past it,
+//!   absolute elsewhere, a symlink pointing out) fails with
 //!   `FS_OUTSIDE_WORKSPACE`, except reads inside a root granted with
 //!   [`dsh_fs::FsService::grant_read_root`] (how spill files become readable).
 //! - `read {file_path, offset?, limit?}` returns the upstream envelope with `N: text` lines

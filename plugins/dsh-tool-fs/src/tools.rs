@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use dsh_fs::{
     Access, EditRequest, FsConfig, FsError, FsService, Observation, Observations, Observed,
-    WindowCaps, WriteIntent, text,
+    WindowCaps, Workspace, WriteIntent, text,
 };
 use dsh_kernel::{BoxError, Context};
 use dsh_llm::ContentBlock;
@@ -25,7 +25,8 @@ pub struct FsToolsConfig {
     /// The top-level `permission_mode`: `danger-full-access` lifts the workspace fence for
     /// reads and writes (as `allow_outside_workspace`); other modes leave the fence as set.
     pub permission_mode: Option<String>,
-    /// Fallback workspace root when the session header has no `cwd`.
+    /// The directory relative paths resolve against when the session header has no `cwd`
+    /// (the fence is still the run's workspace root when it contains it).
     pub workspace: Option<PathBuf>,
     /// Default and maximum `limit` of one read (lines).
     pub read_limit: usize,
@@ -172,7 +173,7 @@ impl Shared {
     fn resolve_write(
         &self,
         path: &str,
-        ws: &std::path::Path,
+        ws: &Workspace,
         approved: bool,
     ) -> Result<dsh_fs::FsTarget, ToolFailure> {
         self.resolve_for(path, ws, Access::Write, approved)
@@ -184,7 +185,7 @@ impl Shared {
     fn resolve_for(
         &self,
         path: &str,
-        ws: &std::path::Path,
+        ws: &Workspace,
         access: Access,
         approved: bool,
     ) -> Result<dsh_fs::FsTarget, ToolFailure> {
@@ -197,22 +198,25 @@ impl Shared {
         }
     }
 
-    /// `(owner, workspace)` of the call.
-    fn who(&self, cx: &ToolRunContext) -> Result<(String, PathBuf), ToolFailure> {
+    /// `(owner, workspace)` of the call: the session's `cwd` (else this plugin's `workspace`
+    /// setting, else the run's workspace root, else the process directory) for relative paths,
+    /// fenced by the run's workspace root ([`Workspace::for_context`]).
+    fn who(&self, cx: &ToolRunContext) -> Result<(String, Workspace), ToolFailure> {
         let caller = cx.exec.caller.as_ref();
         let owner = caller.map_or_else(String::new, |c| c.session_id.as_str().to_owned());
-        let ws = caller
+        let session_cwd = caller
             .and_then(|c| c.session.header().cwd.clone())
-            .map(PathBuf::from)
-            .or_else(|| self.cfg.workspace.clone());
-        let ws = match ws {
-            Some(w) => w,
-            None => std::env::current_dir().map_err(|e| {
-                fs_failure(&FsError::Io(format!(
-                    "cannot determine the workspace directory: {e}"
-                )))
-            })?,
-        };
+            .map(PathBuf::from);
+        let fallback = self.cfg.workspace.as_deref();
+        let ws = match caller {
+            Some(c) => Workspace::for_context(&c.ctx, session_cwd.as_deref(), fallback),
+            None => Workspace::for_session(None, None, fallback),
+        }
+        .map_err(|e| {
+            fs_failure(&FsError::Io(format!(
+                "cannot determine the workspace directory: {e}"
+            )))
+        })?;
         Ok((owner, ws))
     }
 }

@@ -64,7 +64,7 @@ impl Default for GlobOptions {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GlobOutput {
-    /// The searched directory, workspace-relative (`.` for the root).
+    /// The searched directory, relative to the session's `cwd` (`.` for the cwd itself).
     pub root: String,
     /// The first `max_results` matching files, newest first, ties by path; workspace-relative.
     pub paths: Vec<String>,
@@ -78,14 +78,32 @@ pub struct GlobOutput {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key(Reverse<u128>, String);
 
-/// Finds files under the workspace `root` (canonical) matching `req.pattern`.
+/// Finds files under the workspace `root` (canonical) matching `req.pattern`: [`glob_in`] with
+/// the root as the base.
+///
+/// # Errors
+/// As [`glob_in`].
+pub fn glob(
+    root: &Path,
+    req: &GlobRequest,
+    opts: &GlobOptions,
+    cancel: Option<&AtomicBool>,
+) -> Result<GlobOutput, SearchError> {
+    glob_in(root, root, req, opts, cancel)
+}
+
+/// Finds files under `req.path` (default `base`, a relative path against `base`) matching
+/// `req.pattern`, confined to the workspace `root`; `base` (the session's `cwd`) is canonical
+/// and inside the canonical `root`, and paths are shown relative to it
+/// ([`paths::display_from`]).
 ///
 /// # Errors
 /// [`SearchError::InvalidArgs`] for a blank pattern/path; [`SearchError::InvalidPattern`] for a
-/// bad glob; [`paths::resolve_in_root`]'s errors; [`SearchError::NotADirectory`] when `path` is
+/// bad glob; [`paths::resolve_in`]'s errors; [`SearchError::NotADirectory`] when `path` is
 /// a file; [`SearchError::Cancelled`].
-pub fn glob(
+pub fn glob_in(
     root: &Path,
+    base: &Path,
     req: &GlobRequest,
     opts: &GlobOptions,
     cancel: Option<&AtomicBool>,
@@ -95,7 +113,7 @@ pub fn glob(
             "pattern must be a non-empty string".into(),
         ));
     }
-    let target = paths::resolve_in_root(root, req.path.as_deref())?;
+    let target = paths::resolve_in(root, base, req.path.as_deref())?;
     if !target.is_dir() {
         return Err(SearchError::NotADirectory(
             req.path.clone().unwrap_or_default(),
@@ -140,7 +158,10 @@ pub fn glob(
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos());
-            let key = Key(Reverse(mtime), paths::display(root, entry.path()));
+            let key = Key(
+                Reverse(mtime),
+                paths::display_from(root, base, entry.path()),
+            );
             let mut g = best.lock().unwrap_or_else(PoisonError::into_inner);
             g.1 += 1;
             // Max-heap of the kept entries: the top is the worst kept one.
@@ -159,7 +180,7 @@ pub fn glob(
     let (heap, total) = std::mem::take(&mut *best.lock().unwrap_or_else(PoisonError::into_inner));
     let paths: Vec<String> = heap.into_sorted_vec().into_iter().map(|k| k.1).collect();
     Ok(GlobOutput {
-        root: paths::display(root, &target),
+        root: paths::display_from(root, base, &target),
         truncated: total > paths.len() as u64,
         total_paths: total,
         paths,

@@ -186,19 +186,36 @@ fn preview(bytes: &[u8], max: usize) -> String {
     format!("{} (line truncated)", &text[..cut])
 }
 
-/// Searches under the workspace `root` (a canonical directory, see [`paths::canonical_root`]).
+/// Searches under the workspace `root` (a canonical directory, see [`paths::canonical_root`]):
+/// [`grep_in`] with the root as the base.
 ///
 /// # Errors
-/// [`validate`]'s errors; [`SearchError::InvalidPattern`] for a bad regex or include glob;
-/// the [`paths::resolve_in_root`] errors; [`SearchError::Cancelled`] when `cancel` was set.
+/// As [`grep_in`].
 pub fn grep(
     root: &Path,
     req: &GrepRequest,
     opts: &GrepOptions,
     cancel: Option<&AtomicBool>,
 ) -> Result<GrepOutput, SearchError> {
+    grep_in(root, root, req, opts, cancel)
+}
+
+/// Searches `req.path` (default `base`, a relative path against `base`) confined to the
+/// workspace `root`; `base` (the session's `cwd`) is canonical and inside the canonical `root`,
+/// and matched paths are shown relative to it ([`paths::display_from`]).
+///
+/// # Errors
+/// [`validate`]'s errors; [`SearchError::InvalidPattern`] for a bad regex or include glob;
+/// the [`paths::resolve_in`] errors; [`SearchError::Cancelled`] when `cancel` was set.
+pub fn grep_in(
+    root: &Path,
+    base: &Path,
+    req: &GrepRequest,
+    opts: &GrepOptions,
+    cancel: Option<&AtomicBool>,
+) -> Result<GrepOutput, SearchError> {
     validate(req)?;
-    let target = paths::resolve_in_root(root, req.path.as_deref())?;
+    let target = paths::resolve_in(root, base, req.path.as_deref())?;
     let matcher = RegexMatcherBuilder::new()
         .line_terminator(Some(b'\n'))
         .build(&req.pattern)
@@ -214,7 +231,7 @@ pub fn grep(
         let search_root = if target.is_dir() {
             target.as_path()
         } else {
-            root
+            base
         };
         let mut ob = OverrideBuilder::new(search_root);
         ob.add(inc)
@@ -252,7 +269,7 @@ pub fn grep(
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            let shown = paths::display(root, entry.path());
+            let shown = paths::display_from(root, base, entry.path());
             let mut found = Vec::new();
             let mut count = 0u64;
             let res = searcher.search_path(

@@ -1,6 +1,8 @@
 //! The model-facing `grep` and `glob` tools ([`Grep`], [`Glob`]: [`dsh_tools::Tool`]s declared
-//! read-only and parallel-safe). The workspace root of a call is the caller's session `cwd`,
-//! else the configured `root`, else the process's current directory. Searches run on the
+//! read-only and parallel-safe). A call searches below the caller's session `cwd` (else the
+//! configured `root`, else the run's workspace root, else the process's current directory),
+//! fenced by the workspace root (`dsh_fs::Workspace`: `-C DIR` or the nearest `.git`
+//! ancestor), so `path: ".."` from a repository's subdirectory is inside. Searches run on the
 //! blocking pool; the call's cancellation stops the walk (`ABORTED`).
 //!
 //! Names, parameters, caps (250 matches / 2000 bytes per line / 100 paths) and wording follow
@@ -29,7 +31,8 @@ use crate::paths;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
-    /// Workspace root when the caller has no session `cwd` (default: the process cwd).
+    /// The search base when the caller has no session `cwd` (default: the run's workspace
+    /// root, else the process cwd).
     pub root: Option<PathBuf>,
     /// Matches shown by `grep` (default 250).
     pub grep_max_matches: usize,
@@ -57,18 +60,27 @@ fn fail(e: &SearchError) -> ToolFailure {
     }
 }
 
-fn workspace_root(cfg: &SearchConfig, cx: &ToolRunContext) -> Result<PathBuf, ToolFailure> {
-    let from_session = cx
-        .exec
-        .caller
-        .as_ref()
+/// The `(root, base)` of a call, both canonical: the workspace root that fences it and the
+/// session's `cwd` that relative paths resolve against ([`dsh_fs::Workspace::for_context`]; no
+/// session `cwd` ⇒ the configured `root`, else the run's workspace root, else the process's
+/// current directory).
+fn workspace_dirs(
+    cfg: &SearchConfig,
+    cx: &ToolRunContext,
+) -> Result<(PathBuf, PathBuf), ToolFailure> {
+    let caller = cx.exec.caller.as_ref();
+    let session_cwd = caller
         .and_then(|c| c.session.header().cwd.clone())
         .map(PathBuf::from);
-    let root = match from_session.or_else(|| cfg.root.clone()) {
-        Some(r) => r,
-        None => std::env::current_dir().map_err(|e| fail(&SearchError::Io(e)))?,
-    };
-    paths::canonical_root(&root).map_err(|e| fail(&e))
+    let fallback = cfg.root.as_deref();
+    let ws = match caller {
+        Some(c) => dsh_fs::Workspace::for_context(&c.ctx, session_cwd.as_deref(), fallback),
+        None => dsh_fs::Workspace::for_session(None, None, fallback),
+    }
+    .map_err(|e| fail(&SearchError::Io(e)))?;
+    let root = paths::canonical_root(&ws.root).map_err(|e| fail(&e))?;
+    let base = paths::canonical_root(&ws.cwd).map_err(|e| fail(&e))?;
+    Ok((root, base))
 }
 
 /// The read root granted on the filesystem service (`dsh_fs::FsService::grant_read_root`, e.g. a
@@ -131,16 +143,19 @@ impl Tool for Grep {
     }
 
     async fn call(&self, args: GrepRequest, cx: ToolRunContext) -> Result<GrepOutput, ToolFailure> {
-        let root = match granted_root(&cx, args.path.as_deref()) {
-            Some(granted) => granted,
-            None => workspace_root(&self.cfg, &cx)?,
+        let (root, base) = match granted_root(&cx, args.path.as_deref()) {
+            Some(granted) => (granted.clone(), granted),
+            None => workspace_dirs(&self.cfg, &cx)?,
         };
         let opts = GrepOptions {
             max_matches: self.cfg.grep_max_matches,
             max_line_bytes: self.cfg.grep_max_line_bytes,
             threads: 0,
         };
-        blocking(&cx, move |flag| grep::grep(&root, &args, &opts, Some(flag))).await
+        blocking(&cx, move |flag| {
+            grep::grep_in(&root, &base, &args, &opts, Some(flag))
+        })
+        .await
     }
 
     fn render(&self, _args: &GrepRequest, out: &GrepOutput) -> Vec<ContentBlock> {
@@ -175,12 +190,15 @@ impl Tool for Glob {
     }
 
     async fn call(&self, args: GlobRequest, cx: ToolRunContext) -> Result<GlobOutput, ToolFailure> {
-        let root = workspace_root(&self.cfg, &cx)?;
+        let (root, base) = workspace_dirs(&self.cfg, &cx)?;
         let opts = GlobOptions {
             max_results: self.cfg.glob_max_results,
             threads: 0,
         };
-        blocking(&cx, move |flag| glob::glob(&root, &args, &opts, Some(flag))).await
+        blocking(&cx, move |flag| {
+            glob::glob_in(&root, &base, &args, &opts, Some(flag))
+        })
+        .await
     }
 
     fn render(&self, _args: &GlobRequest, out: &GlobOutput) -> Vec<ContentBlock> {

@@ -338,9 +338,20 @@ impl Tool for Bash {
         let background = args.run_in_background == Some(true);
         let sandbox_plan = match &self.sandbox {
             Some(sandbox) => {
-                let root = base
-                    .clone()
-                    .or_else(|| self.executor.config().cwd.clone())
+                // The writable root is the run's workspace root, the same fence as the fs
+                // tools' (dsh_fs::Workspace): from a subdirectory `../file` is inside.
+                let fallback = self.executor.config().cwd.clone();
+                let root = cx
+                    .exec
+                    .caller
+                    .as_ref()
+                    .and_then(|c| {
+                        dsh_fs::Workspace::for_context(&c.ctx, base.as_deref(), fallback.as_deref())
+                            .ok()
+                    })
+                    .map(|w| w.root)
+                    .or_else(|| base.clone())
+                    .or(fallback)
                     .or_else(|| std::env::current_dir().ok())
                     .unwrap_or_else(|| PathBuf::from("/"));
                 Some(
