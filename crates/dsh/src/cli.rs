@@ -363,7 +363,13 @@ pub fn main_with(h: &Harness) -> ExitCode {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
                 // Failures reach the user as one `error:` line; `DSH_LOG=warn` shows more.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+                // Skipped skill files and MCP servers that fail are the user's own
+                // configuration, so their warnings are shown by default.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        "error,dsh_skill_filesystem=warn,dsh_mcp=warn",
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(false)

@@ -38,6 +38,8 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-persistence-jsonl",
             "dsh-persistence-sqlite",
             "dsh-session",
+            "dsh-skill-filesystem",
+            "dsh-skills",
             "dsh-spill",
             "dsh-system-prompt",
             "dsh-tool-fs",

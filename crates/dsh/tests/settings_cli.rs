@@ -73,6 +73,13 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "true",
     ),
     (
+        "dsh-skill-filesystem",
+        "skills.dirs",
+        "dirs",
+        "[\"a\"]",
+        "[\"b\"]",
+    ),
+    (
         "dsh-spill",
         "plugins.dsh-spill.max_inline_bytes",
         "max_inline_bytes",
