@@ -63,6 +63,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// MCP servers: `dsh mcp list` starts them and shows their state and tools.
+    #[command(subcommand)]
+    Mcp(crate::mcp_cmd::McpCommand),
     /// Print the resolved settings and the layer each value came from (needs no API key).
     Config {
         /// One JSON object: `{layers, plugins: {<id>: {<key>: {value, origin}}}, disabled}`.
@@ -126,7 +129,7 @@ fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings
 
 /// Writes `text` and a newline to stdout. A closed pipe (`dsh config | head -1`) ends the output
 /// quietly; any other write failure is an error.
-fn out(text: &str) -> Result<()> {
+pub(crate) fn out(text: &str) -> Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
@@ -328,6 +331,11 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
                 },
             )
             .await
+        }
+        Some(Command::Mcp(cmd)) => {
+            let config = load_config(h, &cli.global, true)?;
+            let app = app::App::boot(config).await?;
+            crate::mcp_cmd::run(app, cmd).await
         }
         Some(Command::Sessions(cmd)) => {
             let config = load_config(h, &cli.global, false)?;

@@ -30,6 +30,7 @@ mod cli;
 mod exec;
 mod exit;
 mod interactive;
+mod mcp_cmd;
 pub mod presets;
 mod render;
 mod sessions;

@@ -33,6 +33,7 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-llm",
             "dsh-llm-deepseek",
             "dsh-llm-retry",
+            "dsh-mcp",
             "dsh-permissions",
             "dsh-persistence",
             "dsh-persistence-jsonl",

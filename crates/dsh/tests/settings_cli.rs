@@ -45,6 +45,13 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "2",
     ),
     (
+        "dsh-mcp",
+        "mcp.import_project",
+        "import_project",
+        "true",
+        "false",
+    ),
+    (
         "dsh-permissions",
         "permission_mode",
         "permission_mode",
