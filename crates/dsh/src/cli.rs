@@ -317,6 +317,14 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
             }
             let config = load_config(h, &cli.global, args.ephemeral)?;
             let app = app::App::boot(config).await?;
+            // `/name args`: a custom command's prompt, a skill, or a usage error (exit 2).
+            let prompt = match crate::commands::exec_prompt(&app, prompt) {
+                Ok(p) => p,
+                Err(e) => {
+                    app.shutdown().await;
+                    return Err(e.into());
+                }
+            };
             exec::run(
                 app,
                 exec::ExecRequest {

@@ -27,6 +27,7 @@
 
 mod app;
 mod cli;
+mod commands;
 mod exec;
 mod exit;
 mod interactive;

@@ -29,6 +29,7 @@ async fn the_default_preset_minus_the_todo_plugin_boots_without_todo_write() {
             "dsh-agent",
             "dsh-agent-loop",
             "dsh-approval",
+            "dsh-commands",
             "dsh-context",
             "dsh-llm",
             "dsh-llm-deepseek",
