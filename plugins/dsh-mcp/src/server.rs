@@ -195,8 +195,8 @@ impl McpServer {
     /// `startup_timeout_ms` after the start (and then sets `Failed`), so this returns by then;
     /// [`STARTUP_GRACE_MS`] more is only a guard.
     pub async fn wait_started(&self) {
-        let deadline = self.started
-            + Duration::from_millis(self.config.startup_timeout_ms + STARTUP_GRACE_MS);
+        let deadline =
+            self.started + Duration::from_millis(self.config.startup_timeout_ms + STARTUP_GRACE_MS);
         let mut rx = self.status.subscribe();
         let _ = tokio::time::timeout_at(
             deadline.into(),
