@@ -171,7 +171,7 @@ fn a_silent_server_times_out_is_retried_twice_and_ends_with_exit_1() {
         "{stderr}"
     );
     assert!(
-        stderr.ends_with(&format!("error: {cause} (TIMEOUT)\n")),
+        common::e2e::before_end_line(&stderr).ends_with(&format!("error: {cause} (TIMEOUT)\n")),
         "{stderr}"
     );
     // Three first-byte timeouts plus two waits of at most 110 and 220 ms, with slack for start-up.
@@ -290,7 +290,7 @@ fn a_retry_after_beyond_the_ceiling_fails_at_once_and_a_short_one_is_honoured() 
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(replay.server.chat_bodies().len(), 1);
     assert_eq!(
-        stderr,
+        common::e2e::before_end_line(&stderr),
         "  ✗ not retrying: the provider asks to wait 2000 ms, more than [agent] \
          max_retry_wait_ms = 1000 ms\n\
          error: deepseek: slow down (HTTP 429) (RATE_LIMIT)\n"
@@ -306,7 +306,7 @@ fn a_retry_after_beyond_the_ceiling_fails_at_once_and_a_short_one_is_honoured() 
     assert_eq!(code(&out), 0, "{stderr}");
     assert_eq!(text(&out.stdout), "done\n");
     assert_eq!(
-        stderr,
+        common::e2e::before_end_line(&stderr),
         "  ↻ deepseek: slow down (HTTP 429) (RATE_LIMIT); retry 1/5 in 1000 ms (Retry-After)\n"
     );
     assert!(took >= Duration::from_secs(1), "{took:?}");
@@ -329,7 +329,7 @@ fn a_redirect_to_another_origin_is_never_followed() {
     );
     assert_eq!(first.server.chat_bodies().len(), 1);
     assert!(
-        stderr.ends_with(&format!(
+        common::e2e::before_end_line(&stderr).ends_with(&format!(
             "error: deepseek: the provider redirected the request to another origin ({location}); \
              dsh does not follow it (HTTP 307) (REDIRECT_REFUSED)\n"
         )),

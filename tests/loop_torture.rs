@@ -989,3 +989,106 @@ fn loop_torture_kill9_at_random_points_leaves_resumable_sessions() {
         total_lines
     );
 }
+
+/// kill -9 while `dsh sessions compact` waits for the summarisation answer: the session loads
+/// and passes the checks above, every event stored before the compaction is still there, the
+/// orphan `compaction/start` (stale once the session is resumed) does not block the next
+/// `dsh sessions compact`, and the resumed session verifies clean.
+#[test]
+fn torture_kill9_during_the_summarisation_request() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    dsh_bin();
+    let env = Env::new();
+    let bash = |n: u32| {
+        json!({"tool_calls": [["bash", {"command": format!("seq 1 400; echo step {n}"),
+                                        "description": format!("Step {n}")}]]})
+    };
+    let summary = "## Primary Request and Intent\n- count\n## Current Work\n- counting";
+    let server = start_replay(
+        &rt,
+        &json!([
+            bash(1),
+            bash(2),
+            bash(3),
+            {"text": FINAL_TEXT},
+            // The summarisation request dsh is killed in: one frame every 2 s.
+            {"text": summary, "delay_ms": 2000},
+            {"text": summary},
+        ]),
+    );
+    let url = server.base_url();
+    let out = run(env.dsh(&url, &[], &["count three times"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let [id] = &env.jsonl_ids()[..] else {
+        panic!("one session expected")
+    };
+    let before = env.jsonl_store().load(id).unwrap().events;
+    env.jsonl_store().release(id);
+
+    let mut compact = env.dsh_plain(&url);
+    compact.args(["sessions", "compact", id]);
+    let running = spawn(compact);
+    let deadline = Instant::now() + HANG_LIMIT;
+    while chat_requests(&server).len() < 5 {
+        assert!(Instant::now() < deadline, "no summarisation request");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The request is in flight (its first frame is 2 s away); let the batched log write land.
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(running.child.id());
+    let (status, _, _) = running.finish();
+    assert_eq!(status.code(), None, "dsh was not killed");
+
+    let mut tally = Tally::default();
+    let store = env.jsonl_store();
+    let loaded = check_killed(
+        &*store,
+        &|| env.jsonl_store(),
+        id,
+        true,
+        "killed during summarisation",
+        &mut tally,
+    );
+    drop(store);
+    // No event lost: the log before the compaction is a prefix of the loaded one.
+    assert_eq!(&loaded.events[..before.len()], &before[..]);
+    let kinds: Vec<&str> = loaded.events[before.len()..]
+        .iter()
+        .map(|e| e.kind.as_str())
+        .collect();
+    assert!(kinds.contains(&"compaction/start"), "{kinds:?}");
+    assert!(!kinds.contains(&"compaction/end"), "{kinds:?}");
+
+    let out = run({
+        let mut c = env.dsh_plain(&url);
+        c.args(["sessions", "compact", id]);
+        c
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("compacted context: "), "{stdout}");
+    assert_eq!(chat_requests(&server).len(), 6);
+    let after = env.jsonl_store().load(id).unwrap().events;
+    assert_eq!(invariant_violations(&after), Vec::<String>::new());
+    assert_eq!(&after[..loaded.events.len()], &loaded.events[..]);
+    let ends = after
+        .iter()
+        .filter(|e| e.kind.as_str() == "compaction/end")
+        .count();
+    assert_eq!(ends, 1);
+    let verify = run({
+        let mut c = env.dsh_plain(&url);
+        c.args(["sessions", "verify", id]);
+        c
+    });
+    assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+}

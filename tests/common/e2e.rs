@@ -233,3 +233,20 @@ impl Shell {
         (status, self.reader.join().unwrap())
     }
 }
+
+/// `stderr` of a text-mode `dsh exec` without its last line, `session <id> · <secs> s · <in>
+/// in / <out> out tokens[ · <cost>]` (the test fails when that line is missing), for tests that assert the
+/// rest of stderr exactly.
+pub fn before_end_line(stderr: &str) -> String {
+    let body = stderr.strip_suffix('\n').unwrap_or(stderr);
+    let (rest, last) = body.rsplit_once('\n').unwrap_or(("", body));
+    assert!(
+        last.starts_with("session ") && last.contains(" tokens"),
+        "no end line in stderr: {stderr}"
+    );
+    if rest.is_empty() {
+        String::new()
+    } else {
+        format!("{rest}\n")
+    }
+}

@@ -16,6 +16,9 @@
 //! - An `allowed-once` answer to a request naming a call is also kept as a grant that the call's
 //!   own guards may take once ([`ApprovalService::take_grant`]): the filesystem fence of
 //!   `write`/`edit` lets exactly that approved call through.
+//! - A rejection may carry the person's reason ([`ApprovalAnswer::RejectedBecause`]): logged as
+//!   `rejected`, the reason kept for the tool pipeline's denial text
+//!   ([`ApprovalService::take_rejection_reason`]), so the model learns why.
 //! - A listener that returns `Err` or panics ⇒ `unavailable`; an answer outside the vocabulary
 //!   ([`ApprovalAnswer::Other`]) ⇒ `unavailable`; the request's signal fires first ⇒
 //!   `cancelled` (a late answer is dropped).

@@ -49,6 +49,10 @@ pub enum ApprovalAnswer {
     Outcome(ApprovalOutcome),
     /// A raw wire answer.
     Other(String),
+    /// `rejected`, with the person's reason for the model: the outcome is
+    /// [`ApprovalOutcome::Rejected`] (logged as such), and the reason is kept for the tool
+    /// pipeline's denial text ([`crate::ApprovalService::take_rejection_reason`]).
+    RejectedBecause(String),
 }
 
 impl From<ApprovalOutcome> for ApprovalAnswer {

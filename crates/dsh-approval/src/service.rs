@@ -27,6 +27,9 @@ pub struct ApprovalService {
     config: ApprovalConfig,
     /// `(session id, call id)` of `allowed-once` answers not yet taken by their call.
     grants: Arc<Mutex<VecDeque<(SessionId, CallId)>>>,
+    /// `(session id, call id, reason)` of `rejected` answers given with a reason, not yet
+    /// taken by the tool pipeline.
+    reasons: Arc<Mutex<VecDeque<(SessionId, CallId, String)>>>,
 }
 
 impl ApprovalService {
@@ -36,7 +39,23 @@ impl ApprovalService {
             ctx,
             config,
             grants: Arc::default(),
+            reasons: Arc::default(),
         }
+    }
+
+    /// Takes the reason the person gave for rejecting call `call_id` in session `session_id`
+    /// ([`ApprovalAnswer::RejectedBecause`]): `Some` once after such an answer, `None` otherwise.
+    /// The tool pipeline appends it to its denial text, so the model learns why.
+    pub fn take_rejection_reason(
+        &self,
+        session_id: &SessionId,
+        call_id: &CallId,
+    ) -> Option<String> {
+        let mut reasons = self.reasons.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = reasons
+            .iter()
+            .position(|(s, c, _)| s == session_id && c == call_id)?;
+        reasons.remove(i).map(|(_, _, r)| r)
     }
 
     /// Takes the `allowed-once` grant of call `call_id` in session `session_id`: true exactly
@@ -120,23 +139,38 @@ impl ApprovalService {
             .call_id
             .clone()
             .map(|c| (req.caller.session_id.clone(), c));
-        let outcome = self.decide(&session, id.clone(), req).await;
+        let (outcome, why) = self.decide(&session, id.clone(), req).await;
         session_io::append(&session, EVENT_DECIDED, &DecidedData { id, outcome })?;
         if outcome == ApprovalOutcome::AllowedOnce
-            && let Some((s, c)) = grant
+            && let Some((s, c)) = grant.clone()
         {
             self.record_grant(&s, &c);
+        }
+        if outcome == ApprovalOutcome::Rejected
+            && let (Some((s, c)), Some(why)) = (grant, why)
+        {
+            let mut reasons = self.reasons.lock().unwrap_or_else(PoisonError::into_inner);
+            if reasons.len() >= MAX_PENDING_GRANTS {
+                reasons.pop_front();
+            }
+            reasons.push_back((s, c, why));
         }
         Ok(outcome)
     }
 
-    async fn decide(&self, session: &Session, id: String, req: ApprovalRequest) -> ApprovalOutcome {
+    /// The outcome, and the reason given with a rejection.
+    async fn decide(
+        &self,
+        session: &Session,
+        id: String,
+        req: ApprovalRequest,
+    ) -> (ApprovalOutcome, Option<String>) {
         if self.effective_policy(session) == ApprovalPolicy::Never {
-            return ApprovalOutcome::Rejected;
+            return (ApprovalOutcome::Rejected, None);
         }
         let signal = req.signal.clone();
         if signal.is_cancelled() {
-            return ApprovalOutcome::Cancelled;
+            return (ApprovalOutcome::Cancelled, None);
         }
         let key = req.caller.key.clone();
         let question = ApprovalQuestion {
@@ -152,17 +186,18 @@ impl ApprovalService {
         .catch_unwind();
         tokio::select! {
             biased;
-            () = signal.cancelled() => ApprovalOutcome::Cancelled,
+            () = signal.cancelled() => (ApprovalOutcome::Cancelled, None),
             a = answer => match a {
-                Ok(Ok(ApprovalAnswer::Outcome(o))) => o,
-                Ok(Ok(ApprovalAnswer::Other(s))) => ApprovalOutcome::parse(&s).unwrap_or(ApprovalOutcome::Unavailable),
+                Ok(Ok(ApprovalAnswer::Outcome(o))) => (o, None),
+                Ok(Ok(ApprovalAnswer::Other(s))) => (ApprovalOutcome::parse(&s).unwrap_or(ApprovalOutcome::Unavailable), None),
+                Ok(Ok(ApprovalAnswer::RejectedBecause(why))) => (ApprovalOutcome::Rejected, Some(why)),
                 Ok(Err(e)) => {
                     tracing::warn!(target: "dsh_approval", error = %e, "approval answerer failed; unavailable");
-                    ApprovalOutcome::Unavailable
+                    (ApprovalOutcome::Unavailable, None)
                 }
                 Err(_) => {
                     tracing::warn!(target: "dsh_approval", "approval answerer panicked; unavailable");
-                    ApprovalOutcome::Unavailable
+                    (ApprovalOutcome::Unavailable, None)
                 }
             },
         }

@@ -142,6 +142,31 @@ async fn raw_answers_map_through_the_vocabulary() {
 }
 
 #[tokio::test]
+async fn a_rejection_with_a_reason_logs_rejected_and_keeps_the_reason_once() {
+    let fx = setup(ApprovalPolicy::Ask, true);
+    answer_with(&fx.root, || async {
+        Ok(ApprovalAnswer::RejectedBecause(
+            "use the tests instead".into(),
+        ))
+    });
+    assert_eq!(
+        fx.svc.request(req(&fx)).await.unwrap(),
+        ApprovalOutcome::Rejected
+    );
+    assert_eq!(log(&fx)[2]["data"]["outcome"], json!("rejected"));
+    let call = CallId::new("call_1");
+    assert_eq!(
+        fx.svc.take_rejection_reason(&fx.caller.session_id, &call),
+        Some("use the tests instead".to_owned())
+    );
+    assert_eq!(
+        fx.svc.take_rejection_reason(&fx.caller.session_id, &call),
+        None
+    );
+    assert!(!fx.svc.take_grant(&fx.caller.session_id, &call));
+}
+
+#[tokio::test]
 async fn throwing_or_panicking_answerer_is_unavailable() {
     let fx = setup(ApprovalPolicy::Ask, true);
     answer_with(&fx.root, || async { Err("ui crashed".into()) });

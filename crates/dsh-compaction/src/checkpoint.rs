@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::error::CompactionError;
 use crate::events::{self, CompactionEnd, CompactionStart, CompactionSummary, SeqRange};
-use crate::lock::active_lock;
+use crate::lock::active_lock_of;
 use crate::pairing::SurfaceView;
 use crate::service::CompactionResult;
 
@@ -169,7 +169,7 @@ impl Bracket {
         turn: Option<u64>,
         source_command_id: Option<String>,
     ) -> Result<Self, CompactionError> {
-        if let Some(lock) = active_lock(&session.events()) {
+        if let Some(lock) = active_lock_of(session) {
             return Err(CompactionError::Busy {
                 reason: format!(
                     "compaction {} (seq {}) has not ended",

@@ -10,6 +10,9 @@
 //!   upstream's payloads, and their typed registration in the session's event-type registry.
 //! - [`lock`]: the lock rule (a live unmatched `compaction/start` blocks every entry point; one
 //!   before the latest `session/end-seed` is stale).
+//! - Live events (emitted, not logged) for front ends: [`CompactionNotice`]
+//!   (`compaction/notice`, a warning such as a rejected summary) and [`CompactionCompleted`]
+//!   (`compaction/completed`, tokens before → after).
 //! - [`pairing`]: which cuts are safe (no cut separates a tool call from its result or ends
 //!   inside a still-open step), over the session surface.
 //! - [`checkpoint`]: the `user/message` that replaces the compacted span, and the commit path
@@ -23,6 +26,7 @@ pub mod checkpoint;
 mod error;
 pub mod events;
 pub mod lock;
+mod notice;
 pub mod pairing;
 mod service;
 
@@ -31,7 +35,11 @@ pub use error::CompactionError;
 pub use events::{
     CompactionEnd, CompactionEvent, CompactionPrune, CompactionStart, CompactionSummary, SeqRange,
 };
-pub use lock::{ActiveLock, active_lock};
+pub use lock::{ActiveLock, active_lock, active_lock_of};
+pub use notice::{
+    CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionNotice,
+    CompactionNoticePayload, NoticeLevel,
+};
 pub use pairing::{SurfaceView, tool_pairing_balanced_after, tool_pairing_balanced_before};
 pub use service::{
     Compaction, CompactionFuture, CompactionResult, CompactionService, CompactionTarget,

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use dsh_session::{CoreKind, SessionEvent};
+use dsh_session::{CoreKind, Session, SessionEvent};
 use serde_json::Value;
 
 use crate::events::{END, START};
@@ -61,4 +61,19 @@ pub fn active_lock(events: &[Arc<SessionEvent>]) -> Option<ActiveLock> {
         }
     }
     None
+}
+
+/// The live lock of `session`: [`active_lock`] of its events, unless that start was written
+/// before this lifecycle of the session began — its seq is below
+/// [`Session::first_live_seq`] (the log was restored or seeded after it was written: the process
+/// that wrote it is gone, since a resumed session is only opened by its one writer), or the
+/// session's end-seed is still pending (a seeded session that has not written yet). dsh writes
+/// no `session/end-seed` when it resumes a stored session, so this is the dsh form of
+/// upstream's stale rule for resume: a compaction killed mid-summary does not block the next
+/// one after the session is resumed (docs/upstream/compaction.md, "Lock rule").
+pub fn active_lock_of(session: &Session) -> Option<ActiveLock> {
+    if session.end_seed_pending() {
+        return None;
+    }
+    active_lock(&session.events()).filter(|l| l.seq >= session.first_live_seq())
 }

@@ -271,6 +271,21 @@ fn lock_rule_live_matched_and_stale() {
     assert_eq!(active_lock(&child.events()), None);
     turn_end(&child, 2);
     assert!(Bracket::begin(&child, None, None).is_ok());
+
+    // A resume of the same session (no end-seed): the orphan start is from the dead process,
+    // so it blocks nothing in this lifecycle; a start of this lifecycle still does.
+    let seed: Vec<SessionEvent> = crashed.events().iter().map(|e| (**e).clone()).collect();
+    let resumed = Session::from_restore_with("crashed", seed, None, registry()).unwrap();
+    assert_eq!(active_lock(&resumed.events()).unwrap().seq, 3);
+    assert_eq!(crate::active_lock_of(&resumed), None);
+    assert_eq!(crate::active_lock_of(&crashed).unwrap().seq, 3);
+    let b = Bracket::begin(&resumed, None, None).unwrap();
+    assert_eq!(b.start_seq, 4);
+    assert_eq!(crate::active_lock_of(&resumed).unwrap().seq, 4);
+    assert_eq!(
+        Bracket::begin(&resumed, None, None).unwrap_err().code(),
+        "BUSY"
+    );
 }
 
 #[test]
@@ -442,4 +457,49 @@ fn a_span_that_changed_is_refused() {
     .unwrap();
     let err = bracket.commit(&s, &region, input("s")).unwrap_err();
     assert_eq!(err.code(), "CHANGED");
+}
+
+#[test]
+fn live_event_payloads_serialise_as_documented() {
+    use crate::{
+        CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionNotice,
+        CompactionNoticePayload, NoticeLevel,
+    };
+    use dsh_kernel::EmitEvent;
+    assert_eq!(CompactionNotice::NAME, "compaction/notice");
+    assert_eq!(CompactionCompleted::NAME, "compaction/completed");
+    let n = CompactionNoticePayload {
+        session_id: "s1".into(),
+        scope: None,
+        turn: Some(2),
+        trigger: CompactionCause::ContextOverflow,
+        level: NoticeLevel::Warning,
+        code: "SUMMARY_NOT_SMALLER".into(),
+        message: "m".into(),
+    };
+    assert_eq!(
+        serde_json::to_value(&n).unwrap(),
+        serde_json::json!({"sessionId":"s1","turn":2,"trigger":"context-overflow",
+            "level":"warning","code":"SUMMARY_NOT_SMALLER","message":"m"})
+    );
+    let c = CompactionCompletedPayload {
+        session_id: "s1".into(),
+        scope: None,
+        turn: None,
+        trigger: CompactionCause::Manual,
+        compaction_id: None,
+        tokens_before: 100,
+        tokens_after: 40,
+        shadowed_count: 0,
+        pruned_count: 3,
+    };
+    assert_eq!(
+        serde_json::to_value(&c).unwrap(),
+        serde_json::json!({"sessionId":"s1","turn":null,"trigger":"manual","compactionId":null,
+            "tokensBefore":100,"tokensAfter":40,"shadowedCount":0,"prunedCount":3})
+    );
+    assert_eq!(
+        CompactionCause::from(crate::Trigger::Pressure).as_str(),
+        "pressure"
+    );
 }

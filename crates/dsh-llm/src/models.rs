@@ -8,6 +8,14 @@
 //!
 //! Precedence, field by field: the user's override, then the adapter's [`ModelInfo`], then the
 //! built-in catalog ([`ModelCatalog::resolve`]).
+//!
+//! Prices: the catalog also knows, per model, whether it thinks and its prices in USD per
+//! million tokens (input, cache hit, cache write, output) with the date they were published,
+//! for DeepSeek's V4 models and Anthropic's current Claude models ([`ModelCatalog::pricing`];
+//! overridable as `[models."<id>"] input_price = 0.14, cached_input_price = 0.0028,
+//! cache_write_price = …, output_price = 0.28, thinks = true, prices_published =
+//! "2026-04-24"`). [`ModelPricing::cost_usd`] prices a [`crate::TokenUsage`]; a model without
+//! prices has no cost (`None`, never 0). See docs/upstream/llm.md (Usage and cost).
 
 use std::collections::BTreeMap;
 
@@ -25,7 +33,9 @@ pub const DEEPSEEK_V4_MODELS: [&str; 2] = ["deepseek-v4-flash", "deepseek-v4-pro
 /// The limits of one model (tokens; `None` = unknown). JSON
 /// `{"context_window"?, "max_output_tokens"?}`; in a settings file a `[models."<id>"]` table
 /// (unknown keys rejected).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelLimits {
     /// Maximum request + response size (tokens).
@@ -34,6 +44,26 @@ pub struct ModelLimits {
     /// Largest output (tokens, reasoning included).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
+    // Pricing and thinking (see [`ModelPricing`]); in the table so one `[models."<id>"]`
+    // overrides any of them.
+    /// Whether the model produces reasoning (thinking) output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinks: Option<bool>,
+    /// USD per million uncached input tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_price: Option<UsdPerMTok>,
+    /// USD per million input tokens served from the prompt cache (cache hits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_price: Option<UsdPerMTok>,
+    /// USD per million input tokens written to the prompt cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_price: Option<UsdPerMTok>,
+    /// USD per million output tokens (reasoning included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_price: Option<UsdPerMTok>,
+    /// The date the prices were published (`"YYYY-MM-DD"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices_published: Option<PriceDate>,
 }
 
 impl ModelLimits {
@@ -42,6 +72,7 @@ impl ModelLimits {
         Self {
             context_window: Some(context_window),
             max_output_tokens: Some(max_output_tokens),
+            ..Self::default()
         }
     }
 
@@ -50,6 +81,24 @@ impl ModelLimits {
         Self {
             context_window: over.context_window.or(self.context_window),
             max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
+            thinks: over.thinks.or(self.thinks),
+            input_price: over.input_price.or(self.input_price),
+            cached_input_price: over.cached_input_price.or(self.cached_input_price),
+            cache_write_price: over.cache_write_price.or(self.cache_write_price),
+            output_price: over.output_price.or(self.output_price),
+            prices_published: over.prices_published.or(self.prices_published),
+        }
+    }
+
+    /// The pricing part of these fields.
+    pub fn pricing(&self) -> ModelPricing {
+        ModelPricing {
+            thinks: self.thinks,
+            input_price: self.input_price,
+            cached_input_price: self.cached_input_price,
+            cache_write_price: self.cache_write_price,
+            output_price: self.output_price,
+            prices_published: self.prices_published,
         }
     }
 }
@@ -59,6 +108,7 @@ impl From<&ModelInfo> for ModelLimits {
         Self {
             context_window: info.context_window,
             max_output_tokens: info.max_output_tokens,
+            ..Self::default()
         }
     }
 }
@@ -67,13 +117,13 @@ impl From<&ModelInfo> for ModelLimits {
 /// `[models."deepseek-v4-flash"] context_window = 16000`.
 pub type ModelsTable = BTreeMap<String, ModelLimits>;
 
-/// The llm seam's settings: the top-level `models` key. (Registering it with the seam's plugin
-/// declaration needs a JSON Schema derive; until then a host passes the table to
-/// [`ModelCatalog::with_overrides`] itself.)
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The llm seam's settings: the top-level `models` key (declared by the `dsh-llm` plugin; its
+/// table becomes the overrides of [`crate::LlmService::catalog`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmSettings {
-    /// Per-model limit overrides.
+    /// Per-model limit overrides: `[models."<model id>"] context_window = N`,
+    /// `max_output_tokens = N` (tokens, each at least 1).
     pub models: ModelsTable,
 }
 
@@ -92,11 +142,298 @@ pub enum ModelSettingsError {
     },
 }
 
+/// A price in USD per million tokens, held exactly as millionths of a dollar per million tokens
+/// (= picodollars per token), so costs add up without rounding. JSON/TOML: a non-negative
+/// number (`0.14`); at most six decimals are kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UsdPerMTok(u64);
+
+impl UsdPerMTok {
+    /// From micro-dollars per million tokens (`140_000` = $0.14 / MTok).
+    pub const fn from_micros(micros: u64) -> Self {
+        Self(micros)
+    }
+
+    /// Micro-dollars per million tokens, i.e. picodollars per token.
+    pub const fn micros(self) -> u64 {
+        self.0
+    }
+
+    /// The price in USD per million tokens.
+    pub fn usd(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+
+    /// From USD per million tokens; `None` for a negative, non-finite or absurd (> $1e9) value.
+    pub fn from_usd(usd: f64) -> Option<Self> {
+        (usd.is_finite() && (0.0..=1e9).contains(&usd)).then(|| Self((usd * 1e6).round() as u64))
+    }
+}
+
+impl Serialize for UsdPerMTok {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.usd())
+    }
+}
+
+impl<'de> Deserialize<'de> for UsdPerMTok {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let usd = f64::deserialize(d)?;
+        Self::from_usd(usd).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "a price must be a non-negative number of USD per million tokens, got {usd}"
+            ))
+        })
+    }
+}
+
+impl schemars::JsonSchema for UsdPerMTok {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UsdPerMTok".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "number",
+            "minimum": 0,
+            "description": "USD per million tokens"
+        })
+    }
+}
+
+impl schemars::JsonSchema for PriceDate {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PriceDate".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "date",
+            "description": "YYYY-MM-DD"
+        })
+    }
+}
+
+/// A calendar date `YYYY-MM-DD` (when a price list was published). JSON/TOML: the string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PriceDate {
+    /// Year.
+    pub year: u16,
+    /// Month, 1..=12.
+    pub month: u8,
+    /// Day, 1..=31.
+    pub day: u8,
+}
+
+impl PriceDate {
+    /// Parses `YYYY-MM-DD`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut it = s.split('-');
+        let (y, m, d) = (it.next()?, it.next()?, it.next()?);
+        if it.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
+            return None;
+        }
+        let date = Self {
+            year: y.parse().ok()?,
+            month: m.parse().ok()?,
+            day: d.parse().ok()?,
+        };
+        ((1..=12).contains(&date.month) && (1..=31).contains(&date.day)).then_some(date)
+    }
+}
+
+impl std::fmt::Display for PriceDate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+impl Serialize for PriceDate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PriceDate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected a date YYYY-MM-DD, got {s:?}"))
+        })
+    }
+}
+
+/// Whether a model thinks, and its prices (see the module docs). Every field may be unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelPricing {
+    /// The model produces reasoning output.
+    pub thinks: Option<bool>,
+    /// USD / MTok, uncached input.
+    pub input_price: Option<UsdPerMTok>,
+    /// USD / MTok, cache hits.
+    pub cached_input_price: Option<UsdPerMTok>,
+    /// USD / MTok, cache writes.
+    pub cache_write_price: Option<UsdPerMTok>,
+    /// USD / MTok, output.
+    pub output_price: Option<UsdPerMTok>,
+    /// When the prices were published.
+    pub prices_published: Option<PriceDate>,
+}
+
+impl ModelPricing {
+    /// `self` with every field `over` knows replaced by `over`'s.
+    pub fn overlaid(self, over: ModelPricing) -> Self {
+        Self {
+            thinks: over.thinks.or(self.thinks),
+            input_price: over.input_price.or(self.input_price),
+            cached_input_price: over.cached_input_price.or(self.cached_input_price),
+            cache_write_price: over.cache_write_price.or(self.cache_write_price),
+            output_price: over.output_price.or(self.output_price),
+            prices_published: over.prices_published.or(self.prices_published),
+        }
+    }
+
+    /// The cost of `usage` in picodollars: input × input price + cache reads × cache-hit price +
+    /// cache writes × cache-write price + output × output price (each price in micro-USD per
+    /// MTok = picodollars per token). A missing cache-hit or cache-write price is charged at the
+    /// input price. `None` when the input or output price is unknown.
+    pub fn cost_picos(&self, usage: &crate::TokenUsage) -> Option<u128> {
+        let input = self.input_price?.micros();
+        let output = self.output_price?.micros();
+        let cached = self.cached_input_price.map_or(input, UsdPerMTok::micros);
+        let write = self.cache_write_price.map_or(input, UsdPerMTok::micros);
+        let t = |n: u64, p: u64| u128::from(n) * u128::from(p);
+        Some(
+            t(usage.input_tokens, input)
+                + t(usage.cache_read_tokens.unwrap_or(0), cached)
+                + t(usage.cache_write_tokens.unwrap_or(0), write)
+                + t(usage.output_tokens, output),
+        )
+    }
+
+    /// [`ModelPricing::cost_picos`] in USD.
+    pub fn cost_usd(&self, usage: &crate::TokenUsage) -> Option<f64> {
+        self.cost_picos(usage).map(picos_to_usd)
+    }
+}
+
+/// Picodollars as USD (`140_000_000_000` ⇒ `0.14`).
+pub fn picos_to_usd(picos: u128) -> f64 {
+    picos as f64 / 1e12
+}
+
+/// The Claude models of the built-in catalog: `(id, context window, max output)` in tokens.
+pub const CLAUDE_LIMITS: [(&str, u64, u64); 5] = [
+    ("claude-opus-4-5", 200_000, 64_000),
+    ("claude-sonnet-4-5", 200_000, 64_000),
+    ("claude-haiku-4-5", 200_000, 64_000),
+    ("claude-opus-4-1", 200_000, 32_000),
+    ("claude-sonnet-4-0", 200_000, 64_000),
+];
+
+/// One row of [`BUILTIN_PRICES`].
+pub type BuiltinPrice = (&'static str, bool, u64, u64, Option<u64>, u64, &'static str);
+
+/// The built-in prices: `(model, thinks, input, cache hit, cache write, output, published)`,
+/// prices in micro-USD per million tokens. DeepSeek V4 (its price page; no separate
+/// cache-write charge): flash $0.14 / $0.0028 hit / $0.28 (2026-04-24), pro $0.435 / $0.003625
+/// / $0.87 (the permanent price from 2026-05-31). Claude (Anthropic's price list at each model's
+/// release; cache hit 0.1×, 5-minute cache write 1.25× the input price): Opus 4.5 $5 / $25,
+/// Sonnet 4.5 $3 / $15, Haiku 4.5 $1 / $5, Opus 4.1 $15 / $75, Sonnet 4 $3 / $15.
+pub const BUILTIN_PRICES: [BuiltinPrice; 7] = [
+    (
+        "deepseek-v4-flash",
+        true,
+        140_000,
+        2_800,
+        None,
+        280_000,
+        "2026-04-24",
+    ),
+    (
+        "deepseek-v4-pro",
+        true,
+        435_000,
+        3_625,
+        None,
+        870_000,
+        "2026-05-31",
+    ),
+    (
+        "claude-opus-4-5",
+        true,
+        5_000_000,
+        500_000,
+        Some(6_250_000),
+        25_000_000,
+        "2025-11-24",
+    ),
+    (
+        "claude-sonnet-4-5",
+        true,
+        3_000_000,
+        300_000,
+        Some(3_750_000),
+        15_000_000,
+        "2025-09-29",
+    ),
+    (
+        "claude-haiku-4-5",
+        true,
+        1_000_000,
+        100_000,
+        Some(1_250_000),
+        5_000_000,
+        "2025-10-15",
+    ),
+    (
+        "claude-opus-4-1",
+        true,
+        15_000_000,
+        1_500_000,
+        Some(18_750_000),
+        75_000_000,
+        "2025-08-05",
+    ),
+    (
+        "claude-sonnet-4-0",
+        true,
+        3_000_000,
+        300_000,
+        Some(3_750_000),
+        15_000_000,
+        "2025-05-22",
+    ),
+];
+
+fn builtin_pricing() -> BTreeMap<String, ModelPricing> {
+    BUILTIN_PRICES
+        .iter()
+        .map(|(id, thinks, input, hit, write, output, date)| {
+            (
+                (*id).to_owned(),
+                ModelPricing {
+                    thinks: Some(*thinks),
+                    input_price: Some(UsdPerMTok(*input)),
+                    cached_input_price: Some(UsdPerMTok(*hit)),
+                    cache_write_price: write.map(UsdPerMTok),
+                    output_price: Some(UsdPerMTok(*output)),
+                    prices_published: PriceDate::parse(date),
+                },
+            )
+        })
+        .collect()
+}
+
 /// The model catalog: built-in entries plus user overrides.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelCatalog {
     builtin: BTreeMap<String, ModelLimits>,
     overrides: ModelsTable,
+    /// Built-in pricing and thinking facts (kept apart from the limits, so
+    /// [`ModelCatalog::resolve`] reports limits only unless the user overrides more).
+    builtin_pricing: BTreeMap<String, ModelPricing>,
 }
 
 impl ModelCatalog {
@@ -106,7 +443,8 @@ impl ModelCatalog {
     }
 
     /// The built-in catalog: `deepseek-v4-flash` and `deepseek-v4-pro`, each
-    /// [`DEEPSEEK_V4_CONTEXT_WINDOW`] / [`DEEPSEEK_V4_MAX_OUTPUT_TOKENS`].
+    /// [`DEEPSEEK_V4_CONTEXT_WINDOW`] / [`DEEPSEEK_V4_MAX_OUTPUT_TOKENS`]; the Claude models of
+    /// [`CLAUDE_LIMITS`]; and the prices of [`BUILTIN_PRICES`].
     pub fn builtin() -> Self {
         let builtin = DEEPSEEK_V4_MODELS
             .iter()
@@ -117,9 +455,26 @@ impl ModelCatalog {
                 )
             })
             .collect();
-        Self {
+        let mut c = Self {
             builtin,
             overrides: ModelsTable::new(),
+            builtin_pricing: BTreeMap::new(),
+        };
+        for (id, window, output) in CLAUDE_LIMITS {
+            c.builtin
+                .insert(id.to_owned(), ModelLimits::new(window, output));
+        }
+        c.builtin_pricing = builtin_pricing();
+        c
+    }
+
+    /// The pricing and thinking facts of `model`: the built-in entry overlaid field by field by
+    /// the user's `[models."<id>"]` override.
+    pub fn pricing(&self, model: &str) -> ModelPricing {
+        let base = self.builtin_pricing.get(model).copied().unwrap_or_default();
+        match self.overrides.get(model) {
+            Some(over) => base.overlaid(over.pricing()),
+            None => base,
         }
     }
 
@@ -248,6 +603,92 @@ mod tests {
             c.resolve("local-model", Some(&info)),
             ModelLimits::new(4096, 2048)
         );
+    }
+
+    #[test]
+    fn builtin_prices_cost_exactly_and_unknown_models_cost_nothing_known() {
+        let c = ModelCatalog::builtin();
+        let flash = c.pricing("deepseek-v4-flash");
+        assert_eq!(flash.thinks, Some(true));
+        assert_eq!(
+            flash.prices_published.map(|d| d.to_string()).as_deref(),
+            Some("2026-04-24")
+        );
+        let usage = crate::TokenUsage {
+            input_tokens: 1_000_000,
+            output_tokens: 500_000,
+            cache_read_tokens: Some(2_000_000),
+            ..crate::TokenUsage::default()
+        };
+        // 1M × $0.14 + 2M × $0.0028 + 0.5M × $0.28 = 0.14 + 0.0056 + 0.14
+        assert_eq!(flash.cost_picos(&usage), Some(285_600_000_000));
+        assert_eq!(flash.cost_usd(&usage), Some(0.2856));
+        let sonnet = c.pricing("claude-sonnet-4-5");
+        let u = crate::TokenUsage {
+            input_tokens: 1000,
+            output_tokens: 200,
+            cache_read_tokens: Some(10_000),
+            cache_write_tokens: Some(4000),
+            ..crate::TokenUsage::default()
+        };
+        // 1000 × 3 + 10000 × 0.30 + 4000 × 3.75 + 200 × 15 = 3000 + 3000 + 15000 + 3000 µ$
+        assert_eq!(sonnet.cost_picos(&u), Some(24_000_000_000));
+        assert_eq!(sonnet.cost_usd(&u), Some(0.024));
+        assert_eq!(c.pricing("qwen2.5-coder").cost_usd(&u), None);
+        assert_eq!(
+            c.resolve("claude-opus-4-5", None),
+            ModelLimits::new(200_000, 64_000)
+        );
+    }
+
+    #[test]
+    fn every_pricing_field_is_overridable() {
+        let table: ModelsTable = serde_json::from_value(serde_json::json!({
+            "deepseek-v4-flash": {"output_price": 1.0},
+            "local": {"input_price": 0.5, "output_price": 2, "thinks": false,
+                      "cached_input_price": 0.05, "cache_write_price": 0.6,
+                      "prices_published": "2026-12-01"}
+        }))
+        .unwrap();
+        let c = ModelCatalog::builtin().with_overrides(&table).unwrap();
+        let flash = c.pricing("deepseek-v4-flash");
+        assert_eq!(flash.output_price, Some(UsdPerMTok::from_micros(1_000_000)));
+        assert_eq!(flash.input_price, Some(UsdPerMTok::from_micros(140_000)));
+        let local = c.pricing("local");
+        assert_eq!(
+            local,
+            ModelPricing {
+                thinks: Some(false),
+                input_price: Some(UsdPerMTok::from_micros(500_000)),
+                cached_input_price: Some(UsdPerMTok::from_micros(50_000)),
+                cache_write_price: Some(UsdPerMTok::from_micros(600_000)),
+                output_price: Some(UsdPerMTok::from_micros(2_000_000)),
+                prices_published: PriceDate::parse("2026-12-01"),
+            }
+        );
+        // without a cache price, hits are charged at the input price
+        let only = ModelPricing {
+            input_price: Some(UsdPerMTok::from_micros(1_000_000)),
+            output_price: Some(UsdPerMTok::from_micros(1_000_000)),
+            ..ModelPricing::default()
+        };
+        let u = crate::TokenUsage {
+            input_tokens: 1,
+            output_tokens: 1,
+            cache_read_tokens: Some(1),
+            cache_write_tokens: Some(1),
+            ..crate::TokenUsage::default()
+        };
+        assert_eq!(only.cost_picos(&u), Some(4_000_000));
+        for bad in [
+            serde_json::json!({"m": {"input_price": -1}}),
+            serde_json::json!({"m": {"prices_published": "Dec 1"}}),
+        ] {
+            assert!(serde_json::from_value::<ModelsTable>(bad).is_err());
+        }
+        let back = serde_json::to_value(table["local"]).unwrap();
+        assert_eq!(back["input_price"], serde_json::json!(0.5));
+        assert_eq!(back["prices_published"], "2026-12-01");
     }
 
     #[test]

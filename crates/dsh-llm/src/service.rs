@@ -28,6 +28,7 @@ use crate::adapter::{ChunkStream, LlmAdapter, ModelInfo, ProviderInfo};
 use crate::chunk::{FinishReason, LlmFailure, StreamChunk, codes};
 use crate::content::{Message, MessageSource, Role};
 use crate::error::LlmError;
+use crate::models::{LlmSettings, ModelCatalog, ModelLimits};
 use crate::request::{AdapterDefaults, EpochHeader, GenerateOptions, LlmCallConfig, ToolSchema};
 
 dsh_kernel::event! {
@@ -58,6 +59,8 @@ struct Inner {
     /// Routes in commit order (a `replace` re-appends its routes at the end).
     routes: RwLock<Vec<Route>>,
     next_registration: AtomicU64,
+    /// The effective model catalog: built-in entries plus the `[models]` overrides.
+    catalog: ModelCatalog,
 }
 
 impl Inner {
@@ -167,7 +170,9 @@ pub struct ResolvedCallConfig {
     pub config: LlmCallConfig,
     /// Which fields of `config` came from adapter defaults.
     pub adapter_defaults: AdapterDefaults,
-    /// The exact model's context window (tokens), when the adapter knows it.
+    /// The exact model's context window (tokens) from the effective catalog
+    /// ([`LlmService::model_limits`]: the `[models]` override, the adapter's report, the
+    /// built-in entry), when known.
     pub context_window: Option<u64>,
     /// The exact model's metadata, when the adapter knows the model.
     pub model: Option<ModelInfo>,
@@ -228,13 +233,35 @@ impl LlmService {
     /// A service living in scope `ctx` (events dispatch through it; registrations made with
     /// [`LlmService::register_adapter`] are its effects).
     pub fn new(ctx: Context) -> Self {
+        Self::with_catalog(ctx, ModelCatalog::builtin())
+    }
+
+    /// Like [`LlmService::new`] with `catalog` as the effective model catalog (the plugin
+    /// passes the built-in catalog with the `[models]` settings overrides).
+    pub fn with_catalog(ctx: Context, catalog: ModelCatalog) -> Self {
         Self {
             inner: Arc::new(Inner {
                 ctx,
                 routes: RwLock::new(Vec::new()),
                 next_registration: AtomicU64::new(1),
+                catalog,
             }),
         }
+    }
+
+    /// The effective model catalog: the built-in entries and the user's `[models."<id>"]`
+    /// overrides (see [`crate::models`]).
+    pub fn catalog(&self) -> &ModelCatalog {
+        &self.inner.catalog
+    }
+
+    /// The limits of `model` on route `provider` (tokens): the user's override, then what the
+    /// adapter serving the route reports ([`LlmAdapter::resolve_model`]), then the built-in
+    /// catalog ([`ModelCatalog::resolve`]); `None` fields are unknown.
+    pub fn model_limits(&self, provider: &str, model: &str) -> ModelLimits {
+        self.inner
+            .catalog
+            .resolve(model, self.resolve_model(provider, model).as_ref())
     }
 
     /// Registers `adapter` for `routes`, owned by the service's own scope (it vanishes when the
@@ -413,10 +440,15 @@ impl LlmService {
         config: &LlmCallConfig,
     ) -> Result<ResolvedCallConfig, LlmError> {
         let adapter = self.require_adapter(&config.provider)?;
-        resolve_with(
+        let mut r = resolve_with(
             config,
             adapter.resolve_model(&config.provider, &config.model),
-        )
+        )?;
+        r.context_window = self
+            .inner
+            .catalog
+            .context_window(&config.model, r.model.as_ref());
+        Ok(r)
     }
 
     fn require_adapter(&self, provider: &str) -> Result<Arc<dyn LlmAdapter>, LlmError> {
@@ -457,10 +489,14 @@ impl LlmService {
     /// As [`LlmService::resolve_call_config`].
     pub fn prepare_call(&self, config: &LlmCallConfig) -> Result<PreparedCall, LlmError> {
         let adapter = self.require_adapter(&config.provider)?;
-        let resolved = resolve_with(
+        let mut resolved = resolve_with(
             config,
             adapter.resolve_model(&config.provider, &config.model),
         )?;
+        resolved.context_window = self
+            .inner
+            .catalog
+            .context_window(&config.model, resolved.model.as_ref());
         Ok(PreparedCall {
             inner: self.inner.clone(),
             adapter,
@@ -796,18 +832,28 @@ fn guard(stream: ChunkStream, signal: dsh_kernel::CancellationToken) -> ChunkStr
     .boxed()
 }
 
-/// The plugin's `apply`: provides `Arc<LlmService>` living in the plugin's scope.
+/// The plugin's `apply`: reads the top-level `models` settings key ([`LlmSettings`]), builds
+/// the effective catalog (built-in + overrides) and provides `Arc<LlmService>` living in the
+/// plugin's scope.
 ///
 /// # Errors
-/// The kernel's error when the service is already provided in this layer or the scope is
+/// An ill-typed `models` table (the kernel's settings error),
+/// [`crate::models::ModelSettingsError`] for a 0 limit or an output limit above the window, or
+/// the kernel's error when the service is already provided in this layer or the scope is
 /// inactive.
 fn apply(ctx: &Context) -> Result<(), BoxError> {
-    ctx.provide(Arc::new(LlmService::new(ctx.clone())))?
+    let settings: LlmSettings = ctx.settings_section(PLUGIN.id)?;
+    let catalog = ModelCatalog::builtin().with_overrides(&settings.models)?;
+    ctx.provide(Arc::new(LlmService::with_catalog(ctx.clone(), catalog)))?
         .detach();
     Ok(())
 }
 
-dsh_kernel::plugin! { register = apply }
+dsh_kernel::plugin! {
+    settings = LlmSettings,
+    top_level = ["models"],
+    register = apply,
+}
 
 /// A clonable handle on one adapter registration's routes: atomic replacement without the
 /// ownership of the registration itself (see [`AdapterHandle::routes_handle`]).

@@ -32,6 +32,7 @@ mod coordinator;
 mod error;
 mod header;
 mod inspect;
+mod lookup;
 mod plugin;
 mod repair;
 mod seam;
@@ -47,6 +48,7 @@ pub use header::{
     normalize_header, parse_header_line, parse_header_value, validate_header,
 };
 pub use inspect::{SessionSummary, copy_sessions, summarize};
+pub use lookup::{IdLookupError, MAX_LISTED_CANDIDATES, resolve_id, sort_by_activity};
 pub use plugin::install;
 pub use repair::{
     NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN,

@@ -140,6 +140,29 @@ pub async fn run(
     spec: &ProcessSpec,
     cancel: CancellationToken,
 ) -> Result<ProcessRun, ProcessError> {
+    run_inner(spec, None, cancel).await
+}
+
+/// [`run`] with `input` written to the child's stdin (a pipe instead of `/dev/null`), which is
+/// closed as soon as the bytes are written, so a reader sees end-of-file at once (hooks get
+/// their JSON payload this way). A child that exits or is killed without reading it all is
+/// not an error: the writer stops at the broken pipe.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with_stdin(
+    spec: &ProcessSpec,
+    input: Vec<u8>,
+    cancel: CancellationToken,
+) -> Result<ProcessRun, ProcessError> {
+    run_inner(spec, Some(input), cancel).await
+}
+
+async fn run_inner(
+    spec: &ProcessSpec,
+    input: Option<Vec<u8>>,
+    cancel: CancellationToken,
+) -> Result<ProcessRun, ProcessError> {
     let (out, err) = match &spec.output_files {
         Some(files) => {
             let budget = DiskBudget::new(files.max_bytes);
@@ -157,7 +180,16 @@ pub async fn run(
         ),
     };
     let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
-    let child = spawn(spec)?;
+    let mut child = spawn_with(spec, input.is_some())?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        // Detached: it ends when the bytes are written (then the pipe is closed by the drop)
+        // or when the pipe breaks because the group exited or was killed.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            let _ = stdin.write_all(&bytes).await;
+            drop(stdin);
+        });
+    }
     let outcome = drive(
         child,
         spec,
@@ -299,6 +331,14 @@ impl BackgroundProcess {
 /// # Errors
 /// [`ProcessError::Spawn`] (missing program, bad working directory).
 pub fn spawn(spec: &ProcessSpec) -> Result<tokio::process::Child, ProcessError> {
+    spawn_with(spec, false)
+}
+
+/// [`spawn`], with stdin a pipe when `piped_stdin` (else `/dev/null`).
+fn spawn_with(
+    spec: &ProcessSpec,
+    piped_stdin: bool,
+) -> Result<tokio::process::Child, ProcessError> {
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let program = find_program(&spec.program, spec.env.get("PATH").map(OsStr::new))
@@ -322,7 +362,11 @@ pub fn spawn(spec: &ProcessSpec) -> Result<tokio::process::Child, ProcessError> 
         .current_dir(&spec.workdir)
         .env_clear()
         .envs(&spec.env)
-        .stdin(Stdio::null())
+        .stdin(if piped_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);

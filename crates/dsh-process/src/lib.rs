@@ -27,5 +27,7 @@ pub use capture::{
     CollectedOutput, DiskBudget, HeadTail, OutputFiles, OutputRing, RingRead, Spool,
 };
 pub use error::ProcessError;
-pub use exec::{BackgroundProcess, ProcessOutcome, ProcessRun, ProcessSpec, run, spawn, start};
+pub use exec::{
+    BackgroundProcess, ProcessOutcome, ProcessRun, ProcessSpec, run, run_with_stdin, spawn, start,
+};
 pub use terminal::{NO_TERMINAL_NOTE, wanted_terminal};

@@ -145,3 +145,27 @@ async fn an_overflowing_stream_is_whole_in_its_output_file() {
         1
     );
 }
+
+/// `run_with_stdin`: the child reads the bytes and then end-of-file (a `cat` that would wait
+/// for more input ends), and a child that ignores its stdin and outlives the timeout is still
+/// killed with its group.
+#[tokio::test]
+async fn stdin_is_written_then_closed() {
+    let r = dsh_process::run_with_stdin(
+        &bash("cat; echo \"[eof]\"", path_only()),
+        b"{\"a\":1}\n".to_vec(),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outcome.exit_code, Some(0), "{r:?}");
+    assert_eq!(r.stdout.text, "{\"a\":1}\n[eof]\n");
+
+    let mut spec = bash("sleep 30", path_only());
+    spec.timeout_ms = Some(300);
+    let r = dsh_process::run_with_stdin(&spec, vec![b'x'; 1 << 20], CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(r.outcome.timed_out, "{r:?}");
+    assert_eq!(r.outcome.signal.as_deref(), Some("SIGTERM"));
+}

@@ -13,6 +13,11 @@
 //! - `tool/call`: call id not yet announced by a `tool/call` in this step.
 //! - `tool/result`: answers a call announced in the same step (by `tool/call` or a tool-call
 //!   block of the step's `assistant/message`), at most once.
+//! - A `tool/result` replacing one surface node (`surfaceOp {op:'replace', start: s, end: s}`,
+//!   the tool-result pruner's shortened copy of an earlier result) is exempt from enclosure and
+//!   pairing: it repeats the original's turn and step, which must already have started; the
+//!   session checks that `s` is a `tool/result` of the same turn, step and call. See
+//!   docs/upstream/compaction.md (Tool-result pruner).
 //! - Declared log-only types with `between_turns = false` need an open turn.
 //! - `session/end-seed` ends the seed's lifecycle: a turn left open by the seed is dead
 //!   (numbering continues).
@@ -23,7 +28,7 @@ use std::sync::Arc;
 use dsh_llm::CallId;
 use serde::Serialize;
 
-use crate::event::{EventData, SessionEvent};
+use crate::event::{EventData, SessionEvent, SurfaceOp};
 use crate::registry::EventTypeRegistry;
 
 /// The class of an invariant violation.
@@ -235,6 +240,23 @@ impl InvariantChecker {
                 }
                 self.recorded.insert(d.call_id.clone(), e.seq);
                 self.calls.entry(d.call_id.clone()).or_insert(false);
+            }
+            EventData::ToolResult(d) if matches!(e.surface_op, Some(SurfaceOp::Replace { start, end }) if start == end) =>
+            {
+                // A replacement of an earlier result (the tool-result pruner): it repeats the
+                // original's turn, step and call and may be written in any later step or
+                // between turns; it pairs nothing anew. The session checks the original.
+                let seen = d.turn < self.last_turn
+                    || (d.turn == self.last_turn && d.step <= self.last_step);
+                if !seen {
+                    return Err(v(
+                        ViolationKind::NotEnclosed,
+                        format!(
+                            "replacement tool/result names {}/{}, which has not started",
+                            d.turn, d.step
+                        ),
+                    ));
+                }
             }
             EventData::ToolResult(d) => {
                 self.enclosed(e.seq, d.turn, d.step)?;

@@ -21,7 +21,9 @@ use dsh_llm::{EpochHeader, Message};
 use serde_json::Value;
 
 use crate::error::SessionError;
-use crate::event::{CoreKind, EventData, EventType, RequestContext, SessionEvent, SurfaceIntent};
+use crate::event::{
+    CoreKind, EventData, EventType, RequestContext, SessionEvent, SurfaceIntent, SurfaceOp,
+};
 use crate::header::SessionHeader;
 use crate::invariants::InvariantChecker;
 use crate::lossless::{MAX_SAFE_INTEGER, check_lossless};
@@ -195,6 +197,7 @@ impl State {
             e.surface_op.as_ref(),
             e.source_event_seqs.as_deref(),
         )?;
+        self.check_result_replacement(&e)?;
         // The tracker always advances (fork and `open_turn` read it); violations are only
         // enforced when asked (restore always, live appends in debug builds).
         if let Err(v) = checker.check(&e, Some(registry))
@@ -206,6 +209,43 @@ impl State {
             event: Arc::new(e),
             placement,
         })
+    }
+
+    /// A `tool/result` replacing one surface node (the tool-result pruner) is exempt from step
+    /// enclosure (see the invariants module), so it must replace a `tool/result` of the same
+    /// turn, step and call. O(1).
+    ///
+    /// # Errors
+    /// [`SessionError::BadSurfaceOp`] otherwise.
+    fn check_result_replacement(&self, e: &SessionEvent) -> Result<(), SessionError> {
+        let (EventData::ToolResult(new), Some(SurfaceOp::Replace { start, end })) =
+            (&e.data, &e.surface_op)
+        else {
+            return Ok(());
+        };
+        if start != end {
+            return Ok(());
+        }
+        let original = usize::try_from(*start)
+            .ok()
+            .and_then(|i| self.events.get(i));
+        let same = original.is_some_and(|o| match &o.data {
+            EventData::ToolResult(old) => {
+                (old.turn, old.step) == (new.turn, new.step)
+                    && old.call_id().is_some()
+                    && old.call_id() == new.call_id()
+            }
+            _ => false,
+        });
+        if same {
+            Ok(())
+        } else {
+            Err(SessionError::BadSurfaceOp {
+                message: format!(
+                    "a tool/result replacing seq {start} must replace a tool/result of the same turn, step and call"
+                ),
+            })
+        }
     }
 
     fn commit(&mut self, c: Checked) -> Arc<SessionEvent> {

@@ -7,9 +7,10 @@
 //! `fold_surface`): surface types must carry a surface op and other types must not;
 //! `sourceEventSeqs` unique, earlier than the event, non-empty unless `assistant/message`;
 //! `replace{start,end}`: both are current surface nodes, `start` is at or before `end` by
-//! surface POSITION, and every shadowed node is listed in `sourceEventSeqs`.
+//! surface POSITION, and every shadowed node is listed in `sourceEventSeqs` (checked in
+//! O(log m) per shadowed node, m = the list's length).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -155,8 +156,16 @@ impl SurfaceManager {
                     });
                 }
                 let src = sources.unwrap_or(&[]);
+                // O(log m) per shadowed node: binary search in an ascending list (what dsh
+                // writes), else one hash set of the list.
+                let ascending = src.windows(2).all(|w| w[0] < w[1]);
+                let set: Option<HashSet<u64>> = (!ascending).then(|| src.iter().copied().collect());
+                let listed = |n: u64| match &set {
+                    Some(set) => set.contains(&n),
+                    None => src.binary_search(&n).is_ok(),
+                };
                 for &n in &self.nodes[lo..=hi] {
-                    if !src.contains(&n) {
+                    if !listed(n) {
                         return Err(SessionError::BadSurfaceOp {
                             message: format!("shadowed node {n} is missing from sourceEventSeqs"),
                         });
@@ -175,6 +184,14 @@ impl SurfaceManager {
                 self.pos.insert(seq, self.nodes.len());
                 self.nodes.push(seq);
                 Vec::new()
+            }
+            Placement::Replace { lo, hi } if lo == hi => {
+                // One for one (the tool-result pruner): no position moves.
+                let old = std::mem::replace(&mut self.nodes[lo], seq);
+                self.pos.remove(&old);
+                self.pos.insert(seq, lo);
+                self.generation += 1;
+                vec![old]
             }
             Placement::Replace { lo, hi } => {
                 let shadowed: Vec<u64> = self.nodes.splice(lo..=hi, [seq]).collect();

@@ -1381,3 +1381,227 @@ fn store_ids_are_free_again_after_dispose_and_auto_ids_skip_taken_ones() {
     let ids: Vec<String> = st.list().iter().map(|s| s.id().to_owned()).collect();
     assert_eq!(ids, vec!["session-2".to_owned(), "session-1".to_owned()]);
 }
+
+// ---------------------------------------------------------------- pruned tool results
+
+fn result_text(turn: u64, step: u64, id: &str, text: &str) -> EventData {
+    EventData::ToolResult(ToolResultData {
+        turn,
+        step,
+        message: Arc::new(Message::tool_result(
+            id.into(),
+            vec![ContentBlock::text(text)],
+            false,
+        )),
+        error: None,
+        meta: None,
+    })
+}
+
+/// Turn 1 with step 1 (call `c1`, result at seq 5) closed, step 2 open.
+fn one_tool_step_then_open_step(s: &Session) -> u64 {
+    s.append(EventType::TURN_START, turn_start(1), None)
+        .expect("turn");
+    s.append(
+        EventType::USER_MESSAGE,
+        user("go"),
+        Some(SurfaceIntent::append()),
+    )
+    .expect("user");
+    s.append(
+        EventType::STEP_START,
+        EventData::StepStart(step(1, 1)),
+        None,
+    )
+    .expect("step");
+    let call = Message::assistant(
+        vec![ContentBlock::tool_call("c1", "bash", "{}")],
+        "p",
+        "m",
+        None,
+    );
+    s.append(
+        EventType::ASSISTANT_MESSAGE,
+        EventData::AssistantMessage(AssistantMessageData {
+            turn: 1,
+            step: 1,
+            message: Arc::new(call),
+            usage: None,
+            interrupted: None,
+        }),
+        Some(SurfaceIntent::append()),
+    )
+    .expect("assistant");
+    s.append(EventType::TOOL_CALL, tool_call(1, 1, "c1"), None)
+        .expect("call");
+    let r = s
+        .append(
+            EventType::TOOL_RESULT,
+            result_text(1, 1, "c1", "long original output"),
+            Some(SurfaceIntent::append()),
+        )
+        .expect("result");
+    s.append(EventType::STEP_END, EventData::StepEnd(step(1, 1)), None)
+        .expect("step end");
+    r.seq
+}
+
+#[test]
+fn a_replacing_tool_result_is_accepted_outside_its_step() {
+    // Between steps (where the pruner runs, in `agent/pre-step`), in a later open step, and
+    // between turns; live (debug builds check invariants on append) and on restore.
+    let s = session();
+    let r = one_tool_step_then_open_step(&s);
+    assert_eq!(r, 5);
+    let pruned = s
+        .append(
+            EventType::TOOL_RESULT,
+            result_text(1, 1, "c1", "long … output"),
+            Some(SurfaceIntent::replace(r, r, vec![r])),
+        )
+        .expect("replacement between steps");
+    assert_eq!(pruned.seq, 7);
+    assert_eq!(s.surface().nodes, vec![1, 3, 7]);
+    assert_eq!(s.surface().replace_generation, 1);
+    s.append(
+        EventType::STEP_START,
+        EventData::StepStart(step(1, 2)),
+        None,
+    )
+    .expect("step 2");
+    // Replacing the replacement, inside step 2.
+    let again = s
+        .append(
+            EventType::TOOL_RESULT,
+            result_text(1, 1, "c1", "short"),
+            Some(SurfaceIntent::replace(7, 7, vec![7])),
+        )
+        .expect("replacement in a later step");
+    s.append(EventType::STEP_END, EventData::StepEnd(step(1, 2)), None)
+        .expect("step 2 end");
+    s.append(
+        EventType::TURN_END,
+        EventData::TurnEnd(TurnEndData {
+            turn: 1,
+            reason: TurnEndReason::Completed,
+        }),
+        None,
+    )
+    .expect("turn end");
+    let last = s
+        .append(
+            EventType::TOOL_RESULT,
+            result_text(1, 1, "c1", "s"),
+            Some(SurfaceIntent::replace(
+                again.seq,
+                again.seq,
+                vec![again.seq],
+            )),
+        )
+        .expect("replacement between turns");
+    assert_eq!(s.surface().nodes, vec![1, 3, last.seq]);
+    let nested = |m: &Message| match &m.content[..] {
+        [ContentBlock::ToolResult { content, .. }] => content[0].as_text().map(str::to_owned),
+        _ => None,
+    };
+    assert_eq!(nested(&s.derive_messages()[2]).as_deref(), Some("s"));
+    // The log keeps the original.
+    let EventData::ToolResult(orig) = &s.event(r).expect("original").data else {
+        panic!("not a result");
+    };
+    assert_eq!(
+        nested(&orig.message).as_deref(),
+        Some("long original output")
+    );
+    assert_eq!(check_invariants(&s.events(), Some(s.registry())), vec![]);
+    let events: Vec<SessionEvent> = s.events().iter().map(|e| (**e).clone()).collect();
+    let restored = Session::from_restore("s", events, None).expect("restores");
+    assert_eq!(restored.surface(), s.surface());
+}
+
+#[test]
+fn a_replacing_tool_result_must_copy_its_original_turn_step_and_call() {
+    let s = session();
+    let r = one_tool_step_then_open_step(&s);
+    let bad = |data: EventData, start: u64| {
+        code(s.append(
+            EventType::TOOL_RESULT,
+            data,
+            Some(SurfaceIntent::replace(start, start, vec![start])),
+        ))
+    };
+    // Another call, another step, another turn, or a node that is not a tool result.
+    assert_eq!(bad(result_text(1, 1, "c2", "x"), r), "BAD_SURFACE_OP");
+    assert_eq!(bad(result_text(1, 2, "c1", "x"), r), "BAD_SURFACE_OP");
+    assert_eq!(bad(result_text(2, 1, "c1", "x"), r), "BAD_SURFACE_OP");
+    assert_eq!(bad(result_text(1, 1, "c1", "x"), 1), "BAD_SURFACE_OP");
+    assert_eq!(s.len(), 7);
+    // The checker alone (no events to look back at): the step it names must have started.
+    let events = vec![
+        ev(0, turn_start(1)),
+        ev(1, EventData::StepStart(step(1, 1))),
+        ev(2, tool_call(1, 1, "c1")),
+        ev(3, tool_result(1, 1, "c1")),
+        ev(4, EventData::StepEnd(step(1, 1))),
+        Arc::new(SessionEvent {
+            surface_op: Some(SurfaceOp::Replace { start: 3, end: 3 }),
+            source_event_seqs: Some(vec![3]),
+            ..(*ev(5, tool_result(1, 1, "c1"))).clone()
+        }),
+        Arc::new(SessionEvent {
+            surface_op: Some(SurfaceOp::Replace { start: 5, end: 5 }),
+            source_event_seqs: Some(vec![5]),
+            ..(*ev(6, tool_result(1, 2, "c1"))).clone()
+        }),
+    ];
+    let got: Vec<(u64, &str)> = check_invariants(&events, None)
+        .into_iter()
+        .map(|v| (v.seq, v.kind.code()))
+        .collect();
+    assert_eq!(got, vec![(6, "NOT_ENCLOSED")]);
+}
+
+#[test]
+fn replace_accepts_sources_in_any_order() {
+    // The shadowed nodes are looked up by seq in an ascending list (binary search) or in a
+    // set of an unordered one; both must find every node, and a missing one is still refused.
+    let s = session();
+    for t in ["a", "b", "c", "d", "e"] {
+        s.append(
+            EventType::USER_MESSAGE,
+            user(t),
+            Some(SurfaceIntent::append()),
+        )
+        .expect("append");
+    }
+    s.append(
+        EventType::USER_MESSAGE,
+        user("x"),
+        Some(SurfaceIntent::replace(1, 3, vec![3, 1, 2])),
+    )
+    .expect("unordered sources");
+    assert_eq!(s.surface().nodes, vec![0, 5, 4]);
+    assert_eq!(
+        code(s.append(
+            EventType::USER_MESSAGE,
+            user("y"),
+            Some(SurfaceIntent::replace(0, 4, vec![4, 0])),
+        )),
+        "BAD_SURFACE_OP"
+    );
+    assert_eq!(
+        code(s.append(
+            EventType::USER_MESSAGE,
+            user("y"),
+            Some(SurfaceIntent::replace(0, 4, vec![0, 4])),
+        )),
+        "BAD_SURFACE_OP"
+    );
+    s.append(
+        EventType::USER_MESSAGE,
+        user("y"),
+        Some(SurfaceIntent::replace(0, 4, vec![0, 4, 5])),
+    )
+    .expect("ascending sources");
+    assert_eq!(s.surface().nodes, vec![6]);
+}

@@ -7,6 +7,11 @@
 //!
 //! # Routes
 //! * `POST /chat/completions` and `POST /v1/chat/completions`: the next scripted response.
+//! * `POST /v1/messages` and `POST /messages`: the next scripted response in the Anthropic
+//!   Messages format (Anthropic mode): raw `sse` and JSON bodies are served unchanged, a
+//!   synthesized response becomes Anthropic events ([`synthesize_anthropic_sse`]: a `thinking`
+//!   block with a signature, a `text` block, `tool_use` blocks). The two modes share one script
+//!   and one response counter.
 //! * `GET /models` and `GET /v1/models`: `{"object":"list","data":[{"id",…}]}` built from the
 //!   script's `models` list (default `deepseek-v4-flash`, `deepseek-v4-pro`).
 //!
@@ -42,7 +47,8 @@
 //! Responses are served in order (a request past the end gets a 500 with
 //! `error.type = "replay_exhausted"`). In *stateless* mode ([`ReplayOptions::stateless`]) the
 //! response index is the number of `role:"assistant"` messages in the request body instead, so
-//! a resumed client gets the answer that fits its history.
+//! a resumed client gets the answer that fits its history (both formats call the model's role
+//! `assistant`).
 //!
 //! # Binary
 //! `dsh-replay-server SCRIPT.json [--port N] [--stateless] [--log FILE]` binds `127.0.0.1`
@@ -53,7 +59,7 @@ mod replay;
 mod script;
 
 pub use replay::{RecordedRequest, ReplayOptions, ReplayServer};
-pub use script::{Script, ScriptResponse, synthesize_sse};
+pub use script::{Script, ScriptResponse, synthesize_anthropic_sse, synthesize_sse};
 
 /// Errors of the replay provider. Codes ([`dsh_kernel::ErrorCode`]) are stable SCREAMING_SNAKE
 /// strings.

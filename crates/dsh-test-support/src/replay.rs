@@ -138,6 +138,15 @@ impl ReplayServer {
             .unwrap_or_default()
     }
 
+    /// The bodies of the Anthropic `v1/messages` requests received so far, in arrival order.
+    pub fn messages_bodies(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/messages"))
+            .map(|r| r.body)
+            .collect()
+    }
+
     /// The bodies of the `chat/completions` requests received so far, in arrival order.
     pub fn chat_bodies(&self) -> Vec<Value> {
         self.requests()
@@ -224,7 +233,8 @@ async fn handle(
             );
             resp
         }
-        (Method::POST, "/chat/completions") => {
+        (Method::POST, path @ ("/chat/completions" | "/messages")) => {
+            let anthropic = path == "/messages";
             let index = if st.stateless {
                 assistant_count
             } else {
@@ -238,7 +248,7 @@ async fn handle(
                 }
             };
             match st.script.responses.get(index) {
-                Some(r) => serve(r.clone(), index).await,
+                Some(r) => serve(r.clone(), index, anthropic).await,
                 None => error_response(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "replay_exhausted",
@@ -250,10 +260,15 @@ async fn handle(
     }
 }
 
-async fn serve(r: ScriptResponse, number: usize) -> Response {
+async fn serve(r: ScriptResponse, number: usize, anthropic: bool) -> Response {
     let status = StatusCode::from_u16(r.status.unwrap_or(200)).unwrap_or(StatusCode::OK);
     let delay = r.delay_ms.map(Duration::from_millis);
-    let mut resp = match r.frames(number) {
+    let frames = if anthropic {
+        r.anthropic_frames(number)
+    } else {
+        r.frames(number)
+    };
+    let mut resp = match frames {
         None => {
             if let Some(d) = delay {
                 tokio::time::sleep(d).await;

@@ -155,6 +155,16 @@ impl ScriptResponse {
         Some(split_frames(&raw))
     }
 
+    /// As [`ScriptResponse::frames`], for a request in the Anthropic Messages format: a
+    /// synthesized response becomes [`synthesize_anthropic_sse`]; raw SSE and JSON bodies are
+    /// served as they are.
+    pub fn anthropic_frames(&self, number: usize) -> Option<Vec<String>> {
+        if self.sse.is_some() || !self.is_synth() {
+            return self.frames(number);
+        }
+        Some(split_frames(&synthesize_anthropic_sse(self, number)))
+    }
+
     fn is_synth(&self) -> bool {
         self.text.is_some()
             || self.reasoning.is_some()
@@ -346,6 +356,124 @@ pub fn synthesize_sse(r: &ScriptResponse, number: usize) -> String {
     out
 }
 
+/// Synthesizes an Anthropic Messages SSE body for a scripted `text`/`reasoning`/`tool_calls`
+/// response (`number` = response position). Shape: `message_start` (id `msg_replay<R>`, usage
+/// `input_tokens` 100), a `thinking` block (the reasoning in `thinking_delta` pieces of at most 8
+/// characters, then one `signature_delta` `sig-replay<R>-<len>` where len is the reasoning's
+/// character count), a `text` block, each tool call as a `tool_use` block (id
+/// `toolu_<NN>_replay<R>`, `input_json_delta` pieces; arguments given as a JSON value are
+/// serialized compactly), a `ping` after `message_start`, `message_delta` with `stop_reason`
+/// (`finish`, default `tool_use` with tool calls, else `end_turn`) and usage (`output_tokens` =
+/// emitted characters / 4, at least 1; a scripted `usage` object replaces it and is also sent on
+/// `message_start`), then `message_stop`.
+pub fn synthesize_anthropic_sse(r: &ScriptResponse, number: usize) -> String {
+    let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut out = String::new();
+    let start_usage = r.usage.clone().unwrap_or_else(|| {
+        json!({"input_tokens": 100, "cache_creation_input_tokens": 0,
+               "cache_read_input_tokens": 0, "output_tokens": 0})
+    });
+    out.push_str(&ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_replay{number}"),
+            "type": "message", "role": "assistant", "model": "replay", "content": [],
+            "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
+    ));
+    out.push_str(&ev("ping", json!({"type": "ping"})));
+    let mut index = 0usize;
+    let mut emitted = 0usize;
+    if let Some(reasoning) = &r.reasoning {
+        out.push_str(&ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "thinking", "thinking": ""}}),
+        ));
+        for p in pieces(reasoning) {
+            emitted += p.chars().count();
+            out.push_str(&ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "thinking_delta", "thinking": p}}),
+            ));
+        }
+        let sig = format!("sig-replay{number}-{}", reasoning.chars().count());
+        out.push_str(&ev(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index,
+                   "delta": {"type": "signature_delta", "signature": sig}}),
+        ));
+        out.push_str(&ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    if let Some(text) = &r.text {
+        out.push_str(&ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "text", "text": ""}}),
+        ));
+        for p in pieces(text) {
+            emitted += p.chars().count();
+            out.push_str(&ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "text_delta", "text": p}}),
+            ));
+        }
+        out.push_str(&ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    let calls = r.tool_calls.clone().unwrap_or_default();
+    for (i, (name, args)) in calls.iter().enumerate() {
+        let args = match args {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push_str(&ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "tool_use", "id": format!("toolu_{i:02}_replay{number}"),
+                                     "name": name, "input": {}}}),
+        ));
+        for p in pieces(&args) {
+            emitted += p.chars().count();
+            out.push_str(&ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "input_json_delta", "partial_json": p}}),
+            ));
+        }
+        out.push_str(&ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    let stop = r.finish.clone().unwrap_or_else(|| {
+        if calls.is_empty() {
+            "end_turn".to_owned()
+        } else {
+            "tool_use".to_owned()
+        }
+    });
+    let usage = r
+        .usage
+        .clone()
+        .unwrap_or_else(|| json!({"output_tokens": (emitted / 4).max(1)}));
+    out.push_str(&ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+               "usage": usage}),
+    ));
+    out.push_str(&ev("message_stop", json!({"type": "message_stop"})));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,5 +511,17 @@ mod tests {
         assert!(body.ends_with("data: [DONE]\n\n"));
         assert!(body.contains("\"id\":\"call_00_replay3\""));
         assert!(body.contains("\"finish_reason\":\"tool_calls\""));
+    }
+
+    #[test]
+    fn anthropic_synthesis_carries_a_signature_and_tool_use_blocks() {
+        let r = ScriptResponse::thinking("think", Some("answer"), &[("bash", "{\"c\":1}")]);
+        let body = synthesize_anthropic_sse(&r, 2);
+        assert!(body.starts_with("event: message_start\n"));
+        assert!(body.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
+        assert!(body.contains("\"signature\":\"sig-replay2-5\""));
+        assert!(body.contains("\"id\":\"toolu_00_replay2\""));
+        assert!(body.contains("\"stop_reason\":\"tool_use\""));
+        assert_eq!(r.anthropic_frames(2).unwrap().concat(), body);
     }
 }

@@ -4,7 +4,9 @@
 //! next request (system prompt + tool schemas of the latest `request/header` + every current
 //! surface node), or — when the latest successful model call logged its usage under the same
 //! header and that usage is at least the heuristic figure at that point — the provider's figure
-//! plus the signed heuristic change of the surface since then.
+//! plus the signed heuristic change of the surface since then. Only provider-reported usage
+//! anchors: a usage marked `estimated` (the adapter's own estimate when the provider sent none)
+//! never does, and it clears an older anchor (the latest call then has no provider figure).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -222,13 +224,19 @@ impl TokenMeter {
                     .map(|(_, _, u)| u)
             });
             self.pending_usage = None;
-            if let Some(u) = usage.filter(|_| d.interrupted != Some(true)) {
-                self.anchor = Some(Anchor {
-                    seq: e.seq,
-                    usage_tokens: usage_total(&u),
-                    estimate_tokens: self.header_tokens + self.surface_tokens,
-                    header: self.header.clone(),
-                });
+            match usage.filter(|_| d.interrupted != Some(true)) {
+                // Counts the adapter estimated (the provider reported none) are no anchor,
+                // and the latest call then has no provider figure: drop the older anchor.
+                Some(u) if u.estimated => self.anchor = None,
+                Some(u) => {
+                    self.anchor = Some(Anchor {
+                        seq: e.seq,
+                        usage_tokens: usage_total(&u),
+                        estimate_tokens: self.header_tokens + self.surface_tokens,
+                        header: self.header.clone(),
+                    });
+                }
+                None => {}
             }
         }
     }

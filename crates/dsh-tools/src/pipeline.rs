@@ -204,7 +204,10 @@ impl ToolRegistry {
         Ok(match outcome {
             O::AllowedOnce => PreToolDecision::Allow,
             O::Rejected => PreToolDecision::Deny {
-                reason: format!("the user rejected tool \"{name}\""),
+                reason: match service.take_rejection_reason(&caller.session_id, &exec.call_id) {
+                    Some(why) => format!("the user rejected tool \"{name}\": {why}"),
+                    None => format!("the user rejected tool \"{name}\""),
+                },
             },
             O::Cancelled => PreToolDecision::Deny {
                 reason: format!("approval for tool \"{name}\" was cancelled"),

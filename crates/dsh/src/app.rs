@@ -52,6 +52,11 @@ pub struct Storage {
 }
 
 impl Storage {
+    /// The root scope of the storage kernel (its settings: the `[models]` catalog overrides).
+    pub(crate) fn root(&self) -> dsh_kernel::Context {
+        self.kernel.root().clone()
+    }
+
     /// Boots the plugins of `config` and finds the persistence seam.
     ///
     /// # Errors
@@ -122,6 +127,18 @@ impl Storage {
             .ok_or_else(|| anyhow!("no persistence backend registry"))
     }
 
+    /// The stored session that `prefix` names (an exact id, or any unambiguous prefix of one).
+    ///
+    /// # Errors
+    /// [`UsageError`] for no match or several (the message lists them); storage errors.
+    pub fn resolve_id(&self, prefix: &str) -> Result<String> {
+        let list = self
+            .store()?
+            .list()
+            .map_err(|e| anyhow!("listing sessions: {e} ({})", e.code()))?;
+        resolve_among(&list, prefix)
+    }
+
     /// The event types a resume accepts: every booted plugin's declarations.
     pub fn types(&self) -> &Arc<EventTypeRegistry> {
         &self.types
@@ -131,6 +148,14 @@ impl Storage {
     pub async fn close(self) {
         self.kernel.dispose().await;
     }
+}
+
+/// The id of `headers` that `prefix` names, newest first among ambiguous candidates.
+fn resolve_among(headers: &[SessionHeader], prefix: &str) -> Result<String> {
+    let mut sorted: Vec<&SessionHeader> = headers.iter().collect();
+    sorted.sort_by_key(|h| std::cmp::Reverse(h.created_at));
+    dsh_persistence::resolve_id(sorted.iter().map(|h| h.id.as_str()), prefix)
+        .map_err(|e| UsageError(e.to_string()).into())
 }
 
 /// A kernel whose root scope holds the settings of `config` (nothing booted yet).
@@ -148,13 +173,29 @@ fn kernel_for(config: &Config) -> Result<Kernel> {
 /// the harness's preset (a configuration error, exit 2).
 /// The message of a boot failure: one line per failed plugin, `plugin <id>: <error>` (the
 /// kernel's own wording counts the failures, which reads as noise for the usual single one).
+/// A plugin that failed only because a service of an earlier failed plugin is missing is a
+/// consequence, not a cause: it is left out when another plugin failed for a reason of its own
+/// (e.g. an invalid `[models]` table fails `dsh-llm`, whose missing service then fails every
+/// plugin that requires it).
 fn start_failure(e: &dsh_kernel::KernelError) -> String {
     match e {
-        dsh_kernel::KernelError::PluginFailed { failures } => failures
-            .iter()
-            .map(|(id, err)| format!("plugin {id}: {err}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        dsh_kernel::KernelError::PluginFailed { failures } => {
+            let missing = |err: &dsh_kernel::BoxError| {
+                err.downcast_ref::<dsh_kernel::KernelError>()
+                    .is_some_and(|k| matches!(k, dsh_kernel::KernelError::MissingService { .. }))
+            };
+            let causes: Vec<_> = failures.iter().filter(|(_, err)| !missing(err)).collect();
+            let shown = if causes.is_empty() {
+                failures.iter().collect()
+            } else {
+                causes
+            };
+            shown
+                .iter()
+                .map(|(id, err)| format!("plugin {id}: {err}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
         other => format!("plugins failed to start: {other}"),
     }
 }
@@ -183,6 +224,8 @@ impl App {
             // base_url, an invalid section): a configuration error, exit 2.
             return Err(UsageError(start_failure(&e)).into());
         }
+        // Refused hook files, once, and the hook bridges' notices on stderr.
+        crate::hooks_cmd::attach(&kernel)?.detach();
         // Every backend plugin is applied now: open the configured one (fail early on a bad name).
         if let Some(persistence) = kernel.root().get::<PersistenceService>() {
             persistence
@@ -247,6 +290,12 @@ impl App {
         }
     }
 
+    /// The request options a new session starts with: the configured provider, model and
+    /// output-token limit.
+    pub fn agent_options(&self) -> AgentOptions {
+        self.options()
+    }
+
     fn options(&self) -> AgentOptions {
         AgentOptions {
             provider: Some(self.config.provider.clone()),
@@ -260,10 +309,19 @@ impl App {
     /// # Errors
     /// Creation failures.
     pub async fn new_agent(&self) -> Result<Agent> {
+        self.new_agent_with(self.options()).await
+    }
+
+    /// A fresh agent on the workspace with request options `options` (its header's `cwd` is the
+    /// launch directory).
+    ///
+    /// # Errors
+    /// Creation failures.
+    pub async fn new_agent_with(&self, options: AgentOptions) -> Result<Agent> {
         self.agents
             .create(CreateAgentOptions {
-                options: self.options(),
-                cwd: Some(self.config.cwd.display().to_string()),
+                options,
+                cwd: Some(self.config.launch_dir.display().to_string()),
                 ..CreateAgentOptions::default()
             })
             .await
@@ -282,25 +340,43 @@ impl App {
         }
     }
 
-    /// Resumes a persisted session.
+    /// Resumes the persisted session `prefix` names (its id or any unambiguous prefix of it) on
+    /// the route [`crate::resume::choose_route`] picks (flags > the session's stored route and
+    /// model > settings > default; a stored route this harness lacks is skipped). An agent of
+    /// that id already live in this process (the session left with `/new`) is re-attached
+    /// instead of loaded again.
     ///
     /// # Errors
-    /// [`UsageError`] without persistence or for an unknown id; load errors.
-    pub async fn resume(&self, id: &str) -> Result<Agent> {
-        if !self.stored_headers()?.iter().any(|h| h.id == id) {
-            return Err(UsageError(format!(
-                "no stored session `{id}` (see `dsh sessions list`)"
-            ))
-            .into());
-        }
-        self.agents
-            .resume(ResumeAgentOptions {
-                id: id.to_owned(),
-                options: self.options(),
-                owner: None,
-            })
-            .await
-            .map_err(|e| anyhow::Error::new(e).context(format!("resuming session `{id}`")))
+    /// [`UsageError`] without persistence, for an unknown or ambiguous id; load errors.
+    pub async fn resume(&self, prefix: &str) -> Result<(Agent, crate::resume::RouteSource)> {
+        let id = resolve_among(&self.stored_headers()?, prefix)?;
+        let agent = match self.agents.get(&id) {
+            Some(live) => live,
+            None => self
+                .agents
+                .resume(ResumeAgentOptions {
+                    id: id.clone(),
+                    options: self.options(),
+                    owner: None,
+                })
+                .await
+                .map_err(|e| anyhow::Error::new(e).context(format!("resuming session `{id}`")))?,
+        };
+        // A stored route this harness no longer has (a `[providers.<id>]` since removed) is
+        // not restored: the settings' route is used instead.
+        let llm = self.kernel.root().get::<LlmService>();
+        let stored =
+            crate::resume::stored_route(agent.session().request_context_event().as_deref())
+                .filter(|(p, _)| llm.as_ref().is_some_and(|l| l.has_provider(p)));
+        let (provider, model, source) = crate::resume::choose_route(
+            &self.config,
+            stored.as_ref().map(|(p, m)| (p.as_str(), m.as_str())),
+        );
+        let mut options = agent.options();
+        options.provider = Some(provider);
+        options.model = Some(model);
+        agent.set_options(options);
+        Ok((agent, source))
     }
 
     /// Stored session headers, newest first.
@@ -308,28 +384,53 @@ impl App {
     /// # Errors
     /// [`UsageError`] when persistence is off; storage errors.
     pub fn stored_headers(&self) -> Result<Vec<SessionHeader>> {
-        let Some(store) = self.store()? else {
-            return Err(UsageError(
-                "resuming a stored session needs persistence (drop --ephemeral)".into(),
-            )
-            .into());
-        };
-        let mut list = store.list().map_err(|e| anyhow!("listing sessions: {e}"))?;
+        let mut list = self
+            .require_store()?
+            .list()
+            .map_err(|e| anyhow!("listing sessions: {e}"))?;
         list.sort_by_key(|h| std::cmp::Reverse(h.created_at));
         Ok(list)
     }
 
-    /// The newest stored session of this workspace (`--continue`, `resume --last`).
+    /// Stored session summaries in list order: last activity, newest first
+    /// ([`dsh_persistence::sort_by_activity`]).
+    ///
+    /// # Errors
+    /// [`UsageError`] when persistence is off; storage errors.
+    pub fn stored_sessions(&self) -> Result<Vec<dsh_persistence::SessionSummary>> {
+        let mut rows = self
+            .require_store()?
+            .summaries()
+            .map_err(|e| anyhow!("listing sessions: {e} ({})", e.code()))?;
+        dsh_persistence::sort_by_activity(&mut rows);
+        Ok(rows)
+    }
+
+    fn require_store(&self) -> Result<SharedPersistence> {
+        self.store()?.ok_or_else(|| {
+            UsageError("resuming a stored session needs persistence (drop --ephemeral)".into())
+                .into()
+        })
+    }
+
+    /// The session of this workspace with the latest activity that has at least one turn
+    /// (`--continue`, `resume --last`): its header's `cwd` is the workspace root or below it.
     ///
     /// # Errors
     /// [`UsageError`] when there is none.
     pub fn last_session_id(&self) -> Result<String> {
-        let cwd = self.config.cwd.display().to_string();
-        self.stored_headers()?
+        let root = &self.config.cwd;
+        self.stored_sessions()?
             .into_iter()
-            .find(|h| h.cwd.as_deref() == Some(cwd.as_str()))
-            .map(|h| h.id)
-            .ok_or_else(|| UsageError(format!("no stored session for {cwd}")).into())
+            .find(|s| {
+                s.turns > 0
+                    && s.header
+                        .cwd
+                        .as_deref()
+                        .is_some_and(|c| crate::workspace::contains(root, c))
+            })
+            .map(|s| s.header.id)
+            .ok_or_else(|| UsageError(format!("no stored session for {}", root.display())).into())
     }
 
     /// Makes every accepted event of `agent`'s session durable.

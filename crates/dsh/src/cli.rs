@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
-use crate::{Harness, app, exec, interactive, render, sessions, settings};
+use crate::{Harness, app, exec, hooks_cmd, interactive, render, sessions, settings, workspace};
 
 /// dsh — a fast, reliable, extensible coding-agent harness.
 #[derive(Parser, Debug)]
@@ -15,13 +15,17 @@ use crate::{Harness, app, exec, interactive, render, sessions, settings};
 struct Cli {
     #[command(flatten)]
     global: Global,
+    /// Start the interactive shell with this prompt as its first input (`dsh "fix the test"`).
+    #[arg(value_name = "PROMPT")]
+    prompt: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
 struct Global {
-    /// Workspace root (default: the current directory).
+    /// Workspace root and launch directory (default: the nearest ancestor of the current
+    /// directory holding `.git`, else the current directory).
     #[arg(short = 'C', long = "cwd", global = true, value_name = "DIR")]
     cwd: Option<PathBuf>,
     /// Model id (default from settings, else deepseek-v4-flash).
@@ -57,6 +61,9 @@ enum Command {
     /// Manage stored sessions.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// The command hooks in force (Claude Code and Codex), their source file and matcher.
+    #[command(subcommand)]
+    Hooks(hooks_cmd::HooksCommand),
     /// Print the version and the plugins this binary boots, with their settings.
     Plugins {
         /// One JSON array of `{id, enabled, after, aliases, topLevel, settingsSchema}`.
@@ -90,23 +97,24 @@ struct ExecArgs {
     /// Do not persist the session.
     #[arg(long)]
     ephemeral: bool,
+    /// Also write the final answer (the last assistant message's text) to FILE.
+    #[arg(long, value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
 }
 
-fn workspace(global: &Global) -> Result<PathBuf> {
-    let cwd = match &global.cwd {
-        Some(p) => p.clone(),
-        None => std::env::current_dir().context("reading the current directory")?,
-    };
-    std::fs::canonicalize(&cwd).with_context(|| format!("workspace {}", cwd.display()))
+fn workspace(global: &Global) -> Result<workspace::Dirs> {
+    let current = std::env::current_dir().context("reading the current directory")?;
+    Ok(workspace::resolve(global.cwd.as_deref(), &current)?)
 }
 
 fn load_config(h: &Harness, global: &Global, ephemeral: bool) -> Result<settings::Config> {
-    let cwd = workspace(global).map_err(|e| app::UsageError(format!("{e:#}")))?;
+    let dirs = workspace(global).map_err(|e| app::UsageError(format!("{e:#}")))?;
     settings::load(
         h.plugins,
         h.defaults,
-        &cwd,
+        &dirs.root,
         &settings::Overrides {
+            launch_dir: Some(dirs.launch),
             // `--max-steps N` is `-c agent.max_steps_per_turn=N`, applied after every `-c`.
             pairs: global
                 .config
@@ -185,11 +193,69 @@ fn print_plugins(config: &settings::Config, h: &Harness, as_json: bool) -> Resul
     out(&text.join("\n"))
 }
 
-fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result<()> {
+/// How the workspace root was found, for `dsh config`.
+fn workspace_source(config: &settings::Config, explicit: bool) -> &'static str {
+    if explicit {
+        "-C"
+    } else if config.cwd.join(".git").symlink_metadata().is_ok() {
+        "the nearest ancestor holding .git"
+    } else {
+        "the current directory (no .git above it)"
+    }
+}
+
+/// The origin of the `dsh-agent` key `key` (`provider`, `model`), `built-in defaults` when no
+/// layer set it.
+fn agent_origin(config: &settings::Config, key: &str) -> String {
+    config
+        .resolved
+        .origins
+        .get(&format!("dsh-agent {key}"))
+        .cloned()
+        .unwrap_or_else(|| "built-in defaults".to_owned())
+}
+
+fn print_config(
+    config: &settings::Config,
+    h: &Harness,
+    as_json: bool,
+    explicit_cwd: bool,
+) -> Result<()> {
     let resolved = &config.resolved;
     let mut plugins = serde_json::Map::new();
     let mut text = Vec::new();
-    text.push(format!("workspace: {}", config.cwd.display()));
+    let ws_source = workspace_source(config, explicit_cwd);
+    let (provider_origin, model_origin) = (
+        agent_origin(config, "provider"),
+        agent_origin(config, "model"),
+    );
+    // Without a model from any layer, a route that lists models uses its first one (`App::boot`);
+    // `dsh config` boots nothing, so it says so instead of naming one.
+    let model_note = if config.model_is_default {
+        " (or the route's first listed model, when it lists models without this one)"
+    } else {
+        ""
+    };
+    text.push(format!(
+        "workspace: {}    # {ws_source}; project settings, AGENTS.md and --continue use it",
+        config.cwd.display()
+    ));
+    text.push(format!(
+        "launch directory: {}    # recorded as a new session's cwd",
+        config.launch_dir.display()
+    ));
+    text.push(format!(
+        "provider: {}    # {provider_origin}",
+        config.provider
+    ));
+    text.push(format!(
+        "model: {}    # {model_origin}{model_note}",
+        config.model
+    ));
+    text.push(
+        "a resumed session keeps its own provider and model unless the command line sets them"
+            .to_owned(),
+    );
     text.push(format!("dsh_home: {}", config.dsh_home.display()));
     text.push(format!(
         "layers: {}",
@@ -278,6 +344,10 @@ fn print_config(config: &settings::Config, h: &Harness, as_json: bool) -> Result
     if as_json {
         let out = json!({
             "workspace": config.cwd,
+            "workspaceSource": ws_source,
+            "launchDir": config.launch_dir,
+            "provider": {"value": config.provider, "origin": provider_origin},
+            "model": {"value": config.model, "origin": model_origin, "builtInDefault": config.model_is_default},
             "dshHome": config.dsh_home,
             "layers": config.layers.iter().map(|l| l.origin.clone()).collect::<Vec<_>>(),
             "disabled": resolved.disabled,
@@ -300,7 +370,7 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
         }
         Some(Command::Config { json }) => {
             let config = load_config(h, &cli.global, false)?;
-            print_config(&config, h, json)?;
+            print_config(&config, h, json, cli.global.cwd.is_some())?;
             Ok(0)
         }
         Some(Command::Exec(args)) => {
@@ -336,6 +406,7 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
                     },
                     resume: args.resume,
                     continue_last: args.continue_last,
+                    output_last_message: args.output_last_message,
                 },
             )
             .await
@@ -344,6 +415,15 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
             let config = load_config(h, &cli.global, true)?;
             let app = app::App::boot(config).await?;
             crate::mcp_cmd::run(app, cmd).await
+        }
+        Some(Command::Sessions(sessions::SessionsCommand::Compact { id })) => {
+            let config = load_config(h, &cli.global, false)?;
+            let app = app::App::boot(config).await?;
+            crate::compact::run_sessions_compact(app, &id).await
+        }
+        Some(Command::Hooks(cmd)) => {
+            let config = load_config(h, &cli.global, false)?;
+            hooks_cmd::run(&config, cmd).await
         }
         Some(Command::Sessions(cmd)) => {
             let config = load_config(h, &cli.global, false)?;
@@ -359,12 +439,15 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
                     return Err(app::UsageError("dsh resume needs an ID or --last".into()).into());
                 }
             };
-            interactive::run(app, id).await
+            interactive::run(app, id, None).await
         }
         None => {
+            if cli.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
+                return Err(app::UsageError("the prompt is empty".into()).into());
+            }
             let config = load_config(h, &cli.global, false)?;
             let app = app::App::boot(config).await?;
-            interactive::run(app, None).await
+            interactive::run(app, None, cli.prompt).await
         }
     }
 }
@@ -374,7 +457,23 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
 /// 2 usage or settings error, 3 output-token limit, 4 blocked by a pre-step policy, 5 step
 /// limit, 130 cancelled).
 pub fn main_with(h: &Harness) -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                && args.iter().any(|a| a == "exec")
+                && args.iter().any(|a| a == "--json")
+            {
+                let message = e.render().to_string();
+                let first = message.lines().next().unwrap_or_default();
+                print_usage_result(first.strip_prefix("error: ").unwrap_or(first), "USAGE");
+            }
+            e.exit()
+        }
+    };
+    let json_exec = matches!(&cli.command, Some(Command::Exec(a)) if a.json);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
@@ -406,12 +505,33 @@ pub fn main_with(h: &Harness) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{}", crate::exit::error_line(&e));
+            if json_exec {
+                let code = crate::exit::code_of(&e).unwrap_or("ERROR");
+                print_usage_result(&format!("{e:#}"), code);
+            }
             crate::exit::for_error(&e)
         }
     };
     // Do not wait for background tasks (a hung provider connection) on the way out.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The terminal `result` line of `dsh exec --json` for a run that failed before any session
+/// existed (a usage or configuration error, a provider that cannot be used): `{"type":"result",
+/// "sessionId":null,"reason":"error","text":"","usage":null,"durationMs":0,"error":{"message",
+/// "code"}}`, so a script reading JSON Lines always gets one result (docs/formats.md).
+fn print_usage_result(message: &str, code: &str) {
+    let line = json!({
+        "type": "result",
+        "sessionId": null,
+        "reason": "error",
+        "text": "",
+        "usage": null,
+        "durationMs": 0,
+        "error": {"message": message, "code": code},
+    });
+    let _ = out(&line.to_string());
 }
 
 /// `value` with the user info of every URL string hidden (`scheme://user:***@host…`, the

@@ -1,12 +1,16 @@
 //! `dsh exec`: one headless turn on a fresh (or resumed) persisted session.
 //!
-//! Streams the answer to stdout (tool activity on stderr), or with `--json` every session event
-//! as a JSON line followed by a mandatory terminal `result` line written after the final flush.
+//! Text mode: when stdout is not a terminal it holds only the final answer (the text of the
+//! turn's last assistant message, as the `--json` result's `text`), written when the run ends;
+//! narration and tool activity go to stderr. On a terminal the answer streams as it arrives.
+//! With `--json`, every session event as a JSON line followed by a mandatory terminal `result`
+//! line written after the final flush. `--output-last-message FILE` also writes the final
+//! answer to FILE (exactly its text), in both formats.
 //! Exit codes (decided in [`exit`]): 0 completed, 1 turn error, 2 usage/config error, 3
 //! output-token limit, 4 blocked by policy, 5 step limit, 130 cancelled (Ctrl-C, SIGTERM or
 //! SIGHUP cancel the turn cleanly).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -28,6 +32,8 @@ pub struct ExecRequest {
     pub resume: Option<String>,
     /// `--continue`.
     pub continue_last: bool,
+    /// `--output-last-message FILE`: where the final answer is also written.
+    pub output_last_message: Option<std::path::PathBuf>,
 }
 
 /// Runs one exec and returns the process exit code.
@@ -38,18 +44,23 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     let started = Instant::now();
     app.check_provider()?;
     let agent = if let Some(id) = &req.resume {
-        app.resume(id).await?
+        app.resume(id).await?.0
     } else if req.continue_last {
         let id = app.last_session_id()?;
-        app.resume(&id).await?
+        app.resume(&id).await?.0
     } else {
         app.new_agent().await?
     };
     let _headless = deny_instead_of_asking(&app)?;
     let from_seq = agent.session().seq();
+    let final_only = !std::io::stdout().is_terminal();
     let (renderer, mid_line) =
-        render::attach(app.kernel.root(), agent.id().to_string(), req.format)
+        render::attach_final_only(app.kernel.root(), agent.id().to_string(), req.format)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compaction_notices =
+        crate::compact::attach_notices(app.kernel.root(), agent.id().to_string())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    crate::compact::note_unknown_window(app.kernel.root(), &agent);
     let fresh = req.resume.is_none() && !req.continue_last;
     if fresh && req.format == Format::Json {
         // Events the session wrote while it was being created (before the renderer could
@@ -93,6 +104,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     }
     let flushed = app.flush(&agent).await;
     drop(renderer);
+    drop(compaction_notices);
     let events = agent.session().events();
     let summary = render::summarize_run(&events, from_seq);
     let mut code = exit::for_turn_end(summary.reason.as_ref());
@@ -100,14 +112,48 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
         let _ = writeln!(std::io::stderr(), "{}", exit::error_line(e));
         code = exit::for_error(e);
     }
+    if let Some(path) = &req.output_last_message
+        && let Err(e) = std::fs::write(path, &summary.text)
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: --output-last-message {}: {e}",
+            path.display()
+        );
+        if code == 0 {
+            code = 1;
+        }
+    }
     match req.format {
         Format::Text => {
-            if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
+            if final_only {
+                if !summary.text.is_empty() {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(summary.text.as_bytes());
+                    if !summary.text.ends_with('\n') {
+                        let _ = out.write_all(b"\n");
+                    }
+                    let _ = out.flush();
+                }
+            } else if *mid_line.lock().unwrap_or_else(|e| e.into_inner()) {
                 let _ = writeln!(std::io::stdout());
             }
+            let catalog = crate::usage::catalog(app.kernel.root());
+            let cost = crate::usage::exec_cost(&events, from_seq, &catalog);
             if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                end_line(
+                    agent.id().as_str(),
+                    app.config.persist,
+                    started.elapsed(),
+                    &summary.usage,
+                    cost.as_deref(),
+                )
+            );
         }
         Format::Json => {
             let reason = summary
@@ -122,9 +168,15 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 "usage": summary.usage,
                 "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             });
+            let used = crate::compact::context_use(app.kernel.root(), &agent);
+            line["contextTokens"] = json!(used.tokens);
+            line["contextWindow"] = json!(used.window);
             if let Some(dsh_session::TurnEndReason::Error { error }) = &summary.reason {
                 line["error"] = json!({"message": error.message, "code": error.code});
             }
+            // usage and cost: this run and the whole session (issue 16)
+            let catalog = crate::usage::catalog(app.kernel.root());
+            crate::usage::add_result_fields(&mut line, &events, from_seq, &catalog);
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
@@ -132,6 +184,35 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     }
     app.shutdown().await;
     Ok(code)
+}
+
+/// The last stderr line of a text-mode `exec`: `session <id> · <secs> s · <in> in / <out> out
+/// tokens`, with `(cached <n>)` after the input when the provider served some from its cache,
+/// `(estimated)` when the provider sent no usage, and `(not saved)` after the id under
+/// `--ephemeral`. Seconds have one decimal; token counts are summed over the run's assistant
+/// messages (input = uncached + cache read + cache write, as the `--json` result's `usage`).
+/// Then ` · <cost>` when the run made a model call (see `usage::exec_cost`).
+fn end_line(
+    id: &str,
+    persisted: bool,
+    elapsed: std::time::Duration,
+    usage: &dsh_llm::TokenUsage,
+    cost: Option<&str>,
+) -> String {
+    let cached = usage
+        .cache_read_tokens
+        .filter(|n| *n > 0)
+        .map(|n| format!(" (cached {n})"))
+        .unwrap_or_default();
+    format!(
+        "session {id}{} · {:.1} s · {} in{cached} / {} out tokens{}{}",
+        if persisted { "" } else { " (not saved)" },
+        elapsed.as_secs_f64(),
+        usage.total_input(),
+        usage.output_tokens,
+        if usage.estimated { " (estimated)" } else { "" },
+        cost.map(|c| format!(" · {c}")).unwrap_or_default()
+    )
 }
 
 /// Nobody can answer an approval question in `exec`: a policy's `ask` becomes a denial whose

@@ -26,17 +26,25 @@
 )]
 
 mod app;
+mod approval_prompt;
 mod cli;
 mod commands;
+mod compact;
 mod exec;
 mod exit;
+mod hooks_cmd;
 mod interactive;
 mod mcp_cmd;
 pub mod presets;
 mod render;
+mod resume;
 mod sessions;
 pub mod settings;
 mod signals;
+mod spinner;
+mod toolview;
+mod usage;
+mod workspace;
 
 pub use cli::main_with;
 

@@ -1,9 +1,18 @@
-//! Rendering a running session: streamed answer text on stdout, one compact line per tool
-//! call on stderr (text mode), or every session event as a JSON line (`--json`); in both
-//! formats one stderr line per model-request retry (cause, retry k/n, wait) and per provider
-//! wait refused as too long (see [`retry_line`]), and `  ! <text>` per provider notice (invalid
-//! UTF-8 from the provider).
+//! Rendering a running session: streamed answer text on stdout, and on stderr each tool call
+//! and its finished result ([`crate::toolview`]: the bash `description`, exit status and output
+//! tail, `todo_write` as a checklist) in text mode, or every session event as a JSON line
+//! (`--json`); in both formats one stderr line per model-request retry (cause, retry k/n,
+//! wait) and per provider wait refused as too long (see [`retry_line`]), and `  ! <text>` per
+//! provider notice (invalid UTF-8 from the provider).
+//!
+//! On a terminal (stderr), text mode also shows the model's reasoning dimmed and a spinner
+//! with the elapsed time while the model thinks ([`crate::spinner`]); on a pipe neither, and no
+//! escape sequence is written. With [`attach_final_only`] (`dsh exec` when stdout is not a
+//! terminal) no answer text is written to stdout at all: the text of a message that calls tools
+//! (narration) goes to stderr, and the caller writes the final answer once the run ends.
+//! See docs/tools.md, "What the terminal shows".
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +21,9 @@ use dsh_llm::{StreamChunk, TokenUsage};
 use dsh_llm_deepseek::LlmProviderNotice;
 use dsh_llm_retry::{LlmRetryNotice, RetryNotice, RetryNoticeKind};
 use dsh_session::{EventData, SessionEvent, SessionEventEmitted, TurnEndReason};
+
+use crate::spinner::Spinner;
+use crate::toolview;
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +34,11 @@ pub enum Format {
     Json,
 }
 
+/// SGR "faint" (dimmed text), written before reasoning on a terminal.
+const DIM: &str = "\x1b[2m";
+/// SGR reset, written after it.
+const RESET: &str = "\x1b[0m";
+
 #[derive(Default)]
 struct State {
     /// The last byte written to stdout was not a newline.
@@ -31,6 +48,20 @@ struct State {
     buffered: bool,
     /// Held answer text of the current attempt (only when `buffered`).
     pending: String,
+    /// Answer text never goes to stdout: narration goes to stderr, the caller writes the final
+    /// answer (implies `buffered`).
+    final_only: bool,
+    /// The text of the last message that called no tools (`final_only`): the answer, unless
+    /// the turn goes on, when it becomes narration.
+    held: Option<String>,
+    /// Stderr is a terminal: reasoning is shown, dimmed.
+    dim: bool,
+    /// Dimmed reasoning was written and its line not yet ended.
+    reasoning_open: bool,
+    /// Name and raw arguments of each call seen, by call id (for its result line).
+    calls: HashMap<String, (String, String)>,
+    /// The thinking spinner (inert unless stderr is a terminal).
+    spinner: Spinner,
 }
 
 impl State {
@@ -45,8 +76,41 @@ impl State {
     }
 
     fn flush_pending(&mut self) {
+        if self.final_only {
+            return;
+        }
         let text = std::mem::take(&mut self.pending);
         self.write_out(&text);
+    }
+
+    /// Ends open dimmed reasoning on stderr (attributes reset, line ended).
+    fn close_reasoning(&mut self) {
+        if self.reasoning_open {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(RESET.as_bytes());
+            let _ = err.write_all(b"\n");
+            let _ = err.flush();
+            self.reasoning_open = false;
+        }
+    }
+
+    /// Writes `lines` to stderr, one per line, with the spinner and reasoning out of the way.
+    fn say(&mut self, lines: &[String]) {
+        self.spinner.clear();
+        self.close_reasoning();
+        let mut err = std::io::stderr().lock();
+        for l in lines {
+            let _ = writeln!(err, "{l}");
+        }
+        let _ = err.flush();
+    }
+
+    /// Writes narration (answer text of a message that goes on with tools) to stderr.
+    fn narrate(&mut self, text: &str) {
+        let text = text.trim_end_matches('\n');
+        if !text.trim().is_empty() {
+            self.say(&[text.to_owned()]);
+        }
     }
 }
 
@@ -55,10 +119,18 @@ pub struct Attached {
     _events: Registration,
     _retries: Registration,
     _provider: Registration,
+    spinner: Spinner,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.spinner.stop();
+    }
 }
 
 /// Subscribes a renderer for session `id`; dropping the returned [`Attached`] stops it. The
-/// flag is true while stdout is mid-line.
+/// flag is true while stdout is mid-line. Answer text streams to stdout (held per attempt when
+/// stdout is not a terminal).
 ///
 /// # Errors
 /// The kernel refused the listener (root disposed).
@@ -67,24 +139,63 @@ pub fn attach(
     id: String,
     format: Format,
 ) -> Result<(Attached, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
+    attach_inner(ctx, id, format, false)
+}
+
+/// As [`attach`], but in text mode no answer text reaches stdout when stdout is not a
+/// terminal: the text of each message that calls tools is written to stderr as narration, and
+/// the caller writes the final answer ([`summarize_run`]'s `text`) when the run ends. On a
+/// terminal this is [`attach`]. Used by `dsh exec`.
+///
+/// # Errors
+/// The kernel refused the listener (root disposed).
+pub fn attach_final_only(
+    ctx: &Context,
+    id: String,
+    format: Format,
+) -> Result<(Attached, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
+    attach_inner(ctx, id, format, true)
+}
+
+fn attach_inner(
+    ctx: &Context,
+    id: String,
+    format: Format,
+    final_only: bool,
+) -> Result<(Attached, Arc<Mutex<bool>>), dsh_kernel::KernelError> {
+    let buffered = !std::io::stdout().is_terminal();
+    let spinner = if format == Format::Text {
+        Spinner::for_stderr()
+    } else {
+        Spinner::inert()
+    };
     let state = Arc::new(Mutex::new(State {
-        buffered: !std::io::stdout().is_terminal(),
+        buffered,
+        final_only: final_only && buffered,
+        dim: format == Format::Text && std::io::stderr().is_terminal(),
+        spinner: spinner.clone(),
         ..State::default()
     }));
     let mid = Arc::new(Mutex::new(false));
     let mid_out = mid.clone();
     let retry_id = id.clone();
+    let retry_spinner = spinner.clone();
     let retries = ctx.on_emit_with::<LlmRetryNotice>(ListenOptions::global(), move |n| {
         if n.session_id == retry_id {
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "{}", retry_line(n));
+            retry_spinner.quiet(|| {
+                let mut err = std::io::stderr().lock();
+                let _ = writeln!(err, "{}", retry_line(n));
+            });
         }
     })?;
     let notice_id = id.clone();
+    let notice_spinner = spinner.clone();
     let provider = ctx.on_emit_with::<LlmProviderNotice>(ListenOptions::global(), move |n| {
         if n.session_id.as_deref().is_none_or(|s| s == notice_id) {
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "  ! {}", n.message);
+            notice_spinner.quiet(|| {
+                let mut err = std::io::stderr().lock();
+                let _ = writeln!(err, "  ! {}", n.message);
+            });
         }
     })?;
     let reg = ctx.on_emit_with::<SessionEventEmitted>(ListenOptions::global(), move |n| {
@@ -107,6 +218,7 @@ pub fn attach(
             _events: reg,
             _retries: retries,
             _provider: provider,
+            spinner,
         },
         mid,
     ))
@@ -173,52 +285,106 @@ pub(crate) fn summarize_args(args: &str) -> String {
     }
 }
 
+/// The text and error flag of a tool result message (its text parts joined).
+fn result_text(r: &dsh_session::ToolResultData) -> (String, bool) {
+    let mut text = String::new();
+    let mut is_error = false;
+    for b in &r.message.content {
+        if let dsh_llm::ContentBlock::ToolResult {
+            content,
+            is_error: err,
+            ..
+        } = b
+        {
+            is_error |= *err == Some(true);
+            for c in content {
+                if let Some(t) = c.as_text() {
+                    text.push_str(t);
+                }
+            }
+        }
+    }
+    (text, is_error)
+}
+
 fn render_text(st: &mut State, event: &SessionEvent) {
     match &event.data {
-        EventData::AssistantChunk(c) => match &c.chunk {
-            StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
-                if st.buffered {
-                    st.pending.push_str(text);
-                } else {
-                    st.write_out(text);
-                }
-            }
-            StreamChunk::Finish { reason, .. } => {
-                let failure = reason.failure();
-                if let Some(failure) = &failure
-                    && !st.pending.is_empty()
-                {
-                    // A failed attempt's partial text never reaches a piped stdout.
-                    st.pending.clear();
+        EventData::StepStart(_) => st.spinner.start(),
+        EventData::AssistantChunk(c) => {
+            st.spinner.clear();
+            match &c.chunk {
+                StreamChunk::ReasoningDelta { text, .. } if !text.is_empty() && st.dim => {
+                    if st.mid_line {
+                        let mut out = std::io::stdout().lock();
+                        let _ = out.write_all(b"\n");
+                        let _ = out.flush();
+                        st.mid_line = false;
+                    }
                     let mut err = std::io::stderr().lock();
-                    let _ = writeln!(
-                        err,
-                        "  ✗ a partial answer was discarded: {} ({})",
-                        failure.message, failure.code
-                    );
-                } else {
-                    st.flush_pending();
+                    if !st.reasoning_open {
+                        let _ = err.write_all(DIM.as_bytes());
+                    }
+                    let _ = err.write_all(text.as_bytes());
+                    let _ = err.flush();
+                    st.reasoning_open = true;
                 }
-                if let Some(failure) = failure
-                    && st.mid_line
-                {
-                    // A failed attempt after partial text: end that text so a retried answer
-                    // starts on a line of its own, and say on stderr that it was cut off.
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(b"\n");
-                    let _ = out.flush();
-                    st.mid_line = false;
-                    let mut err = std::io::stderr().lock();
-                    let _ = writeln!(
-                        err,
-                        "  ✗ the answer above was cut off: {} ({})",
-                        failure.message, failure.code
-                    );
+                StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
+                    st.close_reasoning();
+                    if st.buffered {
+                        st.pending.push_str(text);
+                    } else {
+                        st.write_out(text);
+                    }
                 }
+                StreamChunk::Finish { reason, .. } => {
+                    st.close_reasoning();
+                    let failure = reason.failure();
+                    if let Some(failure) = &failure
+                        && !st.pending.is_empty()
+                    {
+                        // A failed attempt's partial text never reaches a piped stdout.
+                        st.pending.clear();
+                        st.say(&[format!(
+                            "  ✗ a partial answer was discarded: {} ({})",
+                            failure.message, failure.code
+                        )]);
+                    } else {
+                        st.flush_pending();
+                    }
+                    if let Some(failure) = failure
+                        && st.mid_line
+                    {
+                        // A failed attempt after partial text: end that text so a retried answer
+                        // starts on a line of its own, and say on stderr that it was cut off.
+                        let mut out = std::io::stdout().lock();
+                        let _ = out.write_all(b"\n");
+                        let _ = out.flush();
+                        st.mid_line = false;
+                        st.say(&[format!(
+                            "  ✗ the answer above was cut off: {} ({})",
+                            failure.message, failure.code
+                        )]);
+                    }
+                }
+                _ => {}
             }
-            _ => {}
-        },
+        }
+        EventData::AssistantMessage(m) if st.final_only => {
+            st.pending.clear();
+            if let Some(earlier) = st.held.take() {
+                // The turn went on after a message without tool calls: it was narration.
+                st.narrate(&earlier);
+            }
+            let text = m.message.text();
+            if m.message.tool_calls().next().is_some() {
+                st.narrate(&text);
+            } else {
+                st.held = Some(text);
+            }
+        }
         EventData::ToolCall(c) => {
+            st.spinner.clear();
+            st.close_reasoning();
             st.flush_pending();
             if st.mid_line {
                 let mut out = std::io::stdout().lock();
@@ -226,36 +392,32 @@ fn render_text(st: &mut State, event: &SessionEvent) {
                 let _ = out.flush();
                 st.mid_line = false;
             }
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "• {} {}", c.name, summarize_args(&c.arguments));
+            st.calls.insert(
+                c.call_id.as_str().to_owned(),
+                (c.name.clone(), c.arguments.clone()),
+            );
+            let lines = toolview::call_lines(&c.name, &c.arguments);
+            st.say(&lines);
         }
-        EventData::ToolResult(r)
-            if r.message.content.iter().any(|b| {
-                matches!(
-                    b,
-                    dsh_llm::ContentBlock::ToolResult {
-                        is_error: Some(true),
-                        ..
-                    }
-                )
-            }) =>
-        {
-            let text = r
-                .message
-                .content
-                .iter()
-                .find_map(|b| match b {
-                    dsh_llm::ContentBlock::ToolResult { content, .. } => {
-                        content.iter().find_map(|c| c.as_text().map(str::to_owned))
-                    }
-                    _ => None,
-                })
+        EventData::ToolResult(r) => {
+            let (text, is_error) = result_text(r);
+            let (name, args) = r
+                .call_id()
+                .and_then(|id| st.calls.remove(id.as_str()))
                 .unwrap_or_default();
-            let first = text.lines().next().unwrap_or_default();
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "  ✗ {first}");
+            let lines = toolview::result_lines(&name, &args, &text, is_error);
+            st.say(&lines);
         }
-        EventData::TurnEnd(_) | EventData::AssistantMessage(_) => st.flush_pending(),
+        EventData::TodoWrite(t) => {
+            let lines = toolview::checklist(&t.todos);
+            st.say(&lines);
+        }
+        EventData::TurnEnd(_) => {
+            st.spinner.clear();
+            st.close_reasoning();
+            st.flush_pending();
+        }
+        EventData::AssistantMessage(_) => st.flush_pending(),
         _ => {}
     }
 }

@@ -50,8 +50,13 @@ pub struct Resolved {
 pub struct Config {
     /// `$DSH_HOME` (default `~/.dsh`).
     pub dsh_home: PathBuf,
-    /// Workspace root (absolute).
+    /// Workspace root (absolute): `-C DIR`, else the nearest ancestor of the launch directory
+    /// holding `.git`, else the launch directory (`crate::workspace`). The project's
+    /// `.dsh/settings.toml` is read from here.
     pub cwd: PathBuf,
+    /// Where the run started (absolute): `-C DIR`, else the current directory. New sessions
+    /// record it as their header's `cwd`.
+    pub launch_dir: PathBuf,
     /// Provider route id (`dsh-agent` settings, top-level `provider`).
     pub provider: String,
     /// Model id, when a layer other than the built-in defaults set it; else the route's first
@@ -84,6 +89,8 @@ pub struct Overrides {
     pub permission_mode: Option<String>,
     /// `--ephemeral`.
     pub ephemeral: bool,
+    /// The launch directory (`None`: the workspace root passed to [`load`]).
+    pub launch_dir: Option<PathBuf>,
 }
 
 /// Makes a configured path absolute: `~/` expands to the home directory, and a relative path is
@@ -704,6 +711,10 @@ pub fn load(
     Ok(Config {
         dsh_home,
         cwd: cwd.to_path_buf(),
+        launch_dir: overrides
+            .launch_dir
+            .clone()
+            .unwrap_or_else(|| cwd.to_path_buf()),
         provider,
         model,
         model_is_default,
@@ -723,7 +734,9 @@ impl Config {
         for (id, v) in &self.resolved.sections {
             s = s.with_section(id.clone(), v.clone());
         }
-        let launch = std::env::current_dir().unwrap_or_else(|_| self.cwd.clone());
+        // The process's directory (relative configured paths resolve against it), which differs
+        // from `launch_dir` under `-C`.
+        let launch = std::env::current_dir().unwrap_or_else(|_| self.launch_dir.clone());
         s.with_fact("dsh_home", json!(self.dsh_home))
             .with_fact("workspace", json!(self.cwd))
             .with_fact("launch_dir", json!(launch))

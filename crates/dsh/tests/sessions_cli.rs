@@ -219,7 +219,10 @@ fn show_prints_the_transcript_and_json_lines() {
     assert_eq!(stdout(&o), join(&lines[1..]));
     let o = h.run(&["sessions", "show", "nope"]);
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(stderr(&o), "error: no stored session `nope`\n");
+    assert_eq!(
+        stderr(&o),
+        "error: no stored session `nope` (see `dsh sessions list`)\n"
+    );
 }
 
 fn find_log(root: &Path, id: &str) -> PathBuf {
@@ -734,7 +737,10 @@ async fn import_then_exec_resume_continues_the_session() {
     let o = h.run(&["sessions", "show", "imp-1"]);
     let shown = stdout(&o);
     assert!(
-        shown.ends_with("── turn 2\n> go on\nresumed answer\n── turn 2 end: completed\n"),
+        shown.ends_with(
+            "── turn 2\n> go on\nresumed answer\n── turn 2 end: completed\n   \
+             usage: 100 in · 3 out · $0.000015\n"
+        ),
         "{shown}"
     );
     assert!(shown.contains("── turn 1 end: interrupted\n"), "{shown}");

@@ -1,5 +1,5 @@
 //! Criterion benchmark of the harness-side cost of one compaction, excluding the model call
-//! (the summariser answers at once): on a session of 1k and 10k events, one context-overflow
+//! (the summariser answers at once): on a session of 1k, 10k and 100k events, one context-overflow
 //! compaction — measure, select the range, build the summarisation request, commit the
 //! checkpoint (summary, replacement message, end). The session is rebuilt for each iteration
 //! (untimed).
@@ -142,7 +142,7 @@ fn compaction(c: &mut Criterion) {
     dsh_compaction::events::register(&registry, "bench").unwrap();
     let registry = Arc::new(registry);
     let mut group = c.benchmark_group("compaction_one");
-    for events in [1_000u64, 10_000] {
+    for events in [1_000u64, 10_000, 100_000] {
         group.bench_function(BenchmarkId::from_parameter(events), |b| {
             b.iter_batched(
                 || {

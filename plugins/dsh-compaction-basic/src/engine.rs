@@ -10,9 +10,11 @@ use std::sync::{Arc, Mutex};
 
 use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput};
 use dsh_compaction::{
-    CompactionError, CompactionFuture, CompactionResult, CompactionService, CompactionTarget,
-    SurfaceView, Trigger, active_lock,
+    CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionError,
+    CompactionFuture, CompactionNotice, CompactionNoticePayload, CompactionResult,
+    CompactionService, CompactionTarget, NoticeLevel, SurfaceView, Trigger, active_lock_of,
 };
+use dsh_kernel::{Context, ErrorCode as _};
 use dsh_llm::ModelInfo;
 use dsh_llm::models::ModelCatalog;
 use dsh_session::{Session, derive_event_message};
@@ -28,7 +30,9 @@ use crate::summarizer::{Summarizer, build_request, summary_blocks};
 /// `resolve_model`, or a test double).
 pub type ModelLookup = Arc<dyn Fn(&str, &str) -> Option<ModelInfo> + Send + Sync>;
 
-/// The basic engine. Holds one token meter per session id (incremental measurement).
+/// The basic engine. Holds one token meter per session id (incremental measurement) and, per
+/// session, the last automatically selected region whose summary was refused (so the next
+/// automatic attempt does not retry that same region at once).
 pub struct BasicCompaction {
     cfg: CompactionConfig,
     pruner: Option<PrunerConfig>,
@@ -37,6 +41,8 @@ pub struct BasicCompaction {
     summarizer: Arc<dyn Summarizer>,
     meters: Mutex<HashMap<String, TokenMeter>>,
     warned: Mutex<HashSet<(String, String)>>,
+    rejected: Mutex<HashMap<String, Vec<u64>>>,
+    events: Option<Context>,
 }
 
 impl std::fmt::Debug for BasicCompaction {
@@ -54,10 +60,9 @@ enum Owner {
 
 impl BasicCompaction {
     /// An engine with validated settings `cfg`, `catalog` and `summarizer`; `lookup` answers
-    /// the adapter's model facts. The tool-result pruner is off: dsh-session's enclosure
-    /// invariant (checked on append in debug builds) still refuses a `tool/result` replacement
-    /// outside its step, so pruning would behave differently in debug and release builds;
-    /// turn it on with [`BasicCompaction::with_pruner`] once the session accepts it.
+    /// the adapter's model facts. The tool-result pruner is on with upstream's budgets
+    /// ([`PrunerConfig::default`]: 8192 / 4096 / 1024 code points); no live events are emitted
+    /// until [`BasicCompaction::with_events`].
     pub fn new(
         cfg: CompactionConfig,
         catalog: ModelCatalog,
@@ -66,13 +71,26 @@ impl BasicCompaction {
     ) -> Self {
         Self {
             cfg,
-            pruner: None,
+            pruner: Some(PrunerConfig::default()),
             catalog,
             lookup,
             summarizer,
             meters: Mutex::new(HashMap::new()),
             warned: Mutex::new(HashSet::new()),
+            rejected: Mutex::new(HashMap::new()),
+            events: None,
         }
+    }
+
+    /// The same engine emitting the live events through `ctx` (dispatched to the target's
+    /// scope key): [`CompactionCompleted`] after every successful compaction (automatic,
+    /// manual or region) and after a pruning pass that alone brought the request under the
+    /// threshold, and [`CompactionNotice`] when an automatic compaction fails (the turn goes
+    /// on uncompacted) or automatic compaction is off for want of a context window (once per
+    /// route).
+    pub fn with_events(mut self, ctx: Context) -> Self {
+        self.events = Some(ctx);
+        self
     }
 
     /// The same engine with the tool-result pruner on (`Some(budgets)`, e.g.
@@ -91,12 +109,160 @@ impl BasicCompaction {
         (got, m.nodes().iter().map(|n| n.tokens).collect())
     }
 
-    /// Drops the per-session state (meter) of a session that went away.
+    /// Drops the per-session state (meter, refused region) of a session that went away.
     pub fn forget(&self, session_id: &str) {
         self.meters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
+        self.rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+    }
+
+    fn total(&self, session: &Session) -> u64 {
+        self.measure(session).0.total_tokens
+    }
+
+    fn emit_completed(
+        &self,
+        target: &CompactionTarget,
+        trigger: CompactionCause,
+        result: Option<&CompactionResult>,
+        pruned: usize,
+        tokens_before: u64,
+    ) {
+        let Some(ctx) = &self.events else {
+            return;
+        };
+        let payload = CompactionCompletedPayload {
+            session_id: target.session.id().to_owned(),
+            scope: target.key.clone(),
+            // Manual compaction runs between turns (its bracket has `turn: null`).
+            turn: target.turn.filter(|_| trigger != CompactionCause::Manual),
+            trigger,
+            compaction_id: result.map(|r| r.compaction_id.clone()),
+            tokens_before,
+            tokens_after: self.total(&target.session),
+            shadowed_count: result.map_or(0, |r| r.shadowed_seqs.len() as u64),
+            pruned_count: pruned as u64,
+        };
+        ctx.dispatch_to(target.key.as_ref())
+            .emit::<CompactionCompleted>(&payload);
+    }
+
+    fn emit_notice(
+        &self,
+        target: &CompactionTarget,
+        trigger: CompactionCause,
+        level: NoticeLevel,
+        code: String,
+        message: String,
+    ) {
+        let Some(ctx) = &self.events else {
+            return;
+        };
+        let payload = CompactionNoticePayload {
+            session_id: target.session.id().to_owned(),
+            scope: target.key.clone(),
+            turn: target.turn,
+            trigger,
+            level,
+            code,
+            message,
+        };
+        ctx.dispatch_to(target.key.as_ref())
+            .emit::<CompactionNotice>(&payload);
+    }
+
+    /// Whether `range` of `view` is the region whose summary was last refused for `session`.
+    fn was_refused(&self, session: &Session, view: &SurfaceView, (a, b): (usize, usize)) -> bool {
+        let refused = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        refused.get(session.id()).is_some_and(|seqs| {
+            seqs.len() == b + 1 - a
+                && view.nodes[a..=b]
+                    .iter()
+                    .map(|e| e.seq)
+                    .eq(seqs.iter().copied())
+        })
+    }
+
+    /// Remembers (on a refused summary) or forgets (on success) the automatic region.
+    fn note_outcome(
+        &self,
+        session: &Session,
+        view: &SurfaceView,
+        (a, b): (usize, usize),
+        outcome: &Result<CompactionResult, CompactionError>,
+    ) {
+        let mut refused = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Ok(_) => {
+                refused.remove(session.id());
+            }
+            Err(CompactionError::Summary { .. }) => {
+                refused.insert(
+                    session.id().to_owned(),
+                    view.nodes[a..=b].iter().map(|e| e.seq).collect(),
+                );
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// One automatic region compaction, unless the same region's summary was refused last
+    /// time (`Ok(None)`: nothing is written).
+    async fn auto_region(
+        &self,
+        target: &CompactionTarget,
+        view: &SurfaceView,
+        range: (usize, usize),
+        signal: CancellationToken,
+    ) -> Result<Option<CompactionResult>, CompactionError> {
+        if self.was_refused(&target.session, view, range) {
+            return Ok(None);
+        }
+        let out = self
+            .run_region(target, view, range, Owner::Auto, signal)
+            .await;
+        self.note_outcome(&target.session, view, range, &out);
+        out.map(Some)
+    }
+
+    /// [`Self::if_needed`] plus the live events.
+    async fn automatic(
+        &self,
+        target: &CompactionTarget,
+        trigger: Trigger,
+        signal: CancellationToken,
+    ) -> Result<Option<CompactionResult>, CompactionError> {
+        let before = self.total(&target.session);
+        let cause = CompactionCause::from(trigger);
+        match self.if_needed(target, trigger, signal).await {
+            Ok((result, pruned)) => {
+                if result.is_some() || pruned > 0 {
+                    self.emit_completed(target, cause, result.as_ref(), pruned, before);
+                }
+                Ok(result)
+            }
+            Err(err) => {
+                let code = match &err {
+                    CompactionError::Summary { code, .. } => code.clone(),
+                    e => e.code().to_owned(),
+                };
+                let message = match trigger {
+                    Trigger::Pressure => {
+                        format!("automatic compaction failed; the turn goes on uncompacted: {err}")
+                    }
+                    Trigger::ContextOverflow => {
+                        format!("compaction after a context-window error failed: {err}")
+                    }
+                };
+                self.emit_notice(target, cause, NoticeLevel::Warning, code, message);
+                Err(err)
+            }
+        }
     }
 
     /// The context window of the route in force for `session`, if known.
@@ -112,10 +278,24 @@ impl BasicCompaction {
         })
     }
 
-    fn warn_once(&self, provider: &str, model: &str, why: &str) {
+    fn warn_once(
+        &self,
+        target: &CompactionTarget,
+        (provider, model): (&str, &str),
+        (level, code): (NoticeLevel, &str),
+        why: &str,
+    ) {
         let mut w = self.warned.lock().unwrap_or_else(|p| p.into_inner());
         if w.insert((provider.to_owned(), model.to_owned())) {
+            drop(w);
             tracing::warn!(target: "dsh_compaction_basic", provider, model, "{why}");
+            self.emit_notice(
+                target,
+                CompactionCause::Pressure,
+                level,
+                code.to_owned(),
+                format!("{why} ({provider}/{model})"),
+            );
         }
     }
 
@@ -218,7 +398,7 @@ impl BasicCompaction {
     }
 
     fn check_lock(session: &Session) -> Result<(), CompactionError> {
-        match active_lock(&session.events()) {
+        match active_lock_of(session) {
             Some(l) => Err(CompactionError::Busy {
                 reason: format!(
                     "compaction {} (seq {}) has not ended",
@@ -229,54 +409,64 @@ impl BasicCompaction {
         }
     }
 
+    /// Automatic compaction: the committed result (if any) and how many tool results the
+    /// pruner shortened.
     async fn if_needed(
         &self,
         target: &CompactionTarget,
         trigger: Trigger,
         signal: CancellationToken,
-    ) -> Result<Option<CompactionResult>, CompactionError> {
+    ) -> Result<(Option<CompactionResult>, usize), CompactionError> {
         if !self.cfg.auto {
-            return Ok(None);
+            return Ok((None, 0));
         }
         let session = &target.session;
-        Self::check_lock(session)?;
         let Some(header) = session.request_header() else {
-            return Ok(None);
+            return Ok((None, 0));
         };
         let (p, m) = (header.config.provider.clone(), header.config.model.clone());
         if trigger == Trigger::ContextOverflow {
-            self.prune(session)?;
+            Self::check_lock(session)?;
+            let pruned = self.prune(session)?;
             let view = SurfaceView::of(session);
             let (_, costs) = self.measure(session);
-            return match select_range(&view, &costs, 0) {
-                Some(range) => self
-                    .run_region(target, &view, range, Owner::Auto, signal)
-                    .await
-                    .map(Some),
-                None => Ok(None),
+            let result = match select_range(&view, &costs, 0) {
+                Some(range) => self.auto_region(target, &view, range, signal).await?,
+                None => None,
             };
+            return Ok((result, pruned));
         }
         let Some(window) = self.context_window(session) else {
             self.warn_once(
-                &p,
-                &m,
+                target,
+                (&p, &m),
+                (NoticeLevel::Info, "NO_CONTEXT_WINDOW"),
                 "automatic compaction is off for this model: its context window is unknown \
                  (set [models.\"<model>\"] context_window)",
             );
-            return Ok(None);
+            return Ok((None, 0));
         };
         let t = match thresholds(window, &self.cfg) {
             Ok(t) => t,
             Err(e) => {
-                self.warn_once(&p, &m, &e.to_string());
-                return Ok(None);
+                self.warn_once(
+                    target,
+                    (&p, &m),
+                    (NoticeLevel::Warning, "CONFIG"),
+                    &e.to_string(),
+                );
+                return Ok((None, 0));
             }
         };
-        if self.measure(session).0.total_tokens < t.threshold {
-            return Ok(None);
+        if self.total(session) < t.threshold {
+            return Ok((None, 0));
         }
-        if self.prune(session)? > 0 && self.measure(session).0.total_tokens < t.threshold {
-            return Ok(None);
+        // The lock scan reads the log back to the latest end-seed: only when compaction is
+        // needed, so a step below the threshold costs O(new events), not O(log).
+        Self::check_lock(session)?;
+        let pruned = self.prune(session)?;
+        if pruned > 0 && self.total(session) < t.threshold {
+            return Ok((None, pruned));
         }
         let mut last = None;
         for _ in 0..=self.cfg.compaction_retries {
@@ -285,19 +475,22 @@ impl BasicCompaction {
             let Some(range) = select_range(&view, &costs, t.retain) else {
                 break;
             };
-            let r = self
-                .run_region(target, &view, range, Owner::Auto, signal.clone())
-                .await?;
+            let Some(r) = self
+                .auto_region(target, &view, range, signal.clone())
+                .await?
+            else {
+                break;
+            };
             last = Some(r);
-            if self.measure(session).0.total_tokens < t.threshold {
-                return Ok(last);
+            if self.total(session) < t.threshold {
+                return Ok((last, pruned));
             }
         }
         if last.is_some() {
             tracing::warn!(target: "dsh_compaction_basic", provider = %p, model = %m,
                 "the request is still over the compaction threshold after compacting");
         }
-        Ok(last)
+        Ok((last, pruned))
     }
 
     async fn now(
@@ -314,7 +507,7 @@ impl BasicCompaction {
             });
         }
         let view = SurfaceView::of(session);
-        let (_, costs) = self.measure(session);
+        let (before, costs) = self.measure(session);
         let Some(range) = select_range(&view, &costs, 0) else {
             return Ok(None);
         };
@@ -327,6 +520,13 @@ impl BasicCompaction {
                 signal,
             )
             .await?;
+        self.emit_completed(
+            target,
+            CompactionCause::Manual,
+            Some(&r),
+            0,
+            before.total_tokens,
+        );
         self.flush(target).await?;
         Ok(Some(r))
     }
@@ -347,8 +547,12 @@ impl BasicCompaction {
         Self::check_lock(session)?;
         let view = SurfaceView::of(session);
         let range = view.check_region(start, end)?;
-        self.run_region(target, &view, range, Owner::Auto, signal)
-            .await
+        let before = self.total(session);
+        let r = self
+            .run_region(target, &view, range, Owner::Auto, signal)
+            .await?;
+        self.emit_completed(target, CompactionCause::Region, Some(&r), 0, before);
+        Ok(r)
     }
 }
 
@@ -359,7 +563,7 @@ impl CompactionService for BasicCompaction {
         trigger: Trigger,
         signal: CancellationToken,
     ) -> CompactionFuture<'a, Option<CompactionResult>> {
-        Box::pin(self.if_needed(target, trigger, signal))
+        Box::pin(self.automatic(target, trigger, signal))
     }
 
     fn compact_now<'a>(

@@ -12,7 +12,8 @@
 //!   messages, then the fixed structured-checkpoint instruction), and its output mapping.
 //! - [`pruner`]: the tool-result pruner (8192 / 4096 / 1024 code points).
 //! - [`BasicCompaction`]: the [`dsh_compaction::CompactionService`] this plugin provides as
-//!   [`dsh_compaction::Compaction`]; it registers the typed `compaction/*` event types.
+//!   [`dsh_compaction::Compaction`]; it registers the typed `compaction/*` event types and
+//!   emits the live `compaction/completed` and `compaction/notice` events.
 //! - [`triggers`]: with `auto` on, the `agent/pre-step` (pressure) and `agent/request-error`
 //!   (context overflow, one retry) listeners.
 //!
@@ -42,12 +43,17 @@ fn start(ctx: &dsh_kernel::Context) -> Result<(), dsh_kernel::BoxError> {
     let lookup_llm = llm.clone();
     let lookup: ModelLookup = Arc::new(move |p: &str, m: &str| lookup_llm.resolve_model(p, m));
     let (auto, max_overflow_retries) = (cfg.auto, cfg.max_overflow_retries);
-    let engine = Arc::new(BasicCompaction::new(
-        cfg,
-        dsh_llm::models::ModelCatalog::builtin(),
-        lookup,
-        Arc::new(summarizer::LlmSummarizer(llm)),
-    ));
+    // The effective catalog: built-in entries plus the top-level `[models]` overrides the llm
+    // seam read from settings.
+    let engine = Arc::new(
+        BasicCompaction::new(
+            cfg,
+            llm.catalog().clone(),
+            lookup,
+            Arc::new(summarizer::LlmSummarizer(llm)),
+        )
+        .with_events(ctx.clone()),
+    );
     ctx.provide(Arc::new(dsh_compaction::Compaction(engine.clone())))?
         .detach();
     if auto {

@@ -4,12 +4,15 @@
 //! `CONTEXT_WINDOW_EXCEEDED`; these helpers also recognise the raw HTTP 400/413 wording of
 //! DeepSeek (`This model's maximum context length is N tokens. However, you requested M
 //! tokens …`) and OpenAI (`context_length_exceeded`), for adapters that report it as a plain
-//! `INVALID_REQUEST`, and read the stated limit.
+//! `INVALID_REQUEST`, and read the stated limit. Anthropic Messages says `prompt is too long:
+//! 208310 tokens > 200000 maximum` (HTTP 400, `invalid_request_error`) or `input length and
+//! `max_tokens` exceed context limit: 188240 + 21333 > 200000`; both are recognised and their
+//! limit read (docs/upstream/anthropic.md, Errors).
 
 use dsh_llm::{LlmFailure, codes};
 use serde_json::Value;
 
-const WORDING: [&str; 8] = [
+const WORDING: [&str; 9] = [
     "maximum context length",
     "context_length_exceeded",
     "context length",
@@ -18,6 +21,7 @@ const WORDING: [&str; 8] = [
     "prompt is too long",
     "reduce the length of the messages",
     "exceeds the context",
+    "exceed context limit",
 ];
 
 /// True when `text` (an error message, type or code) says the request is too long for the
@@ -60,6 +64,16 @@ pub fn is_context_overflow(failure: &LlmFailure) -> bool {
 /// `1048576`), so the effective window can be corrected for the session.
 pub fn stated_context_limit(text: &str) -> Option<u64> {
     let lower = text.to_ascii_lowercase();
+    // Anthropic: "… too long: 208310 tokens > 200000 maximum", "… limit: 188240 + 21333 > 200000"
+    if lower.contains("prompt is too long") || lower.contains("exceed context limit") {
+        let at = lower.rfind('>')? + 1;
+        let digits: String = lower[at..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        return digits.parse().ok();
+    }
     let at = lower.find("maximum context length is")? + "maximum context length is".len();
     let digits: String = lower[at..]
         .trim_start()
@@ -106,6 +120,26 @@ impl OverflowRetries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anthropic_prompt_too_long_is_an_overflow_with_its_limit() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}"#;
+        assert!(is_overflow_response(400, body));
+        assert_eq!(
+            stated_context_limit("prompt is too long: 208310 tokens > 200000 maximum"),
+            Some(200_000)
+        );
+        let other = "input length and `max_tokens` exceed context limit: 188240 + 21333 > \
+                     200000, decrease input length or `max_tokens` and try again";
+        assert!(mentions_context_overflow(other));
+        assert_eq!(stated_context_limit(other), Some(200_000));
+        let failure = LlmFailure::new(codes::INVALID_REQUEST, other).with_status(400);
+        assert!(is_context_overflow(&failure));
+        assert_eq!(
+            stated_context_limit("This model's maximum context length is 131072 tokens."),
+            Some(131_072)
+        );
+    }
 
     #[test]
     fn one_retry_per_overflow_and_only_when_the_surface_changed() {

@@ -195,6 +195,7 @@ fn engine(window: u64, text: &str) -> (BasicCompaction, Arc<Scripted>) {
         ModelLimits {
             context_window: Some(window),
             max_output_tokens: None,
+            ..ModelLimits::default()
         },
     );
     let catalog = ModelCatalog::builtin().with_overrides(&table).unwrap();
@@ -465,19 +466,42 @@ fn pruner_plans_old_oversized_results() {
         Some(4096 + MARKER.len() + 1024)
     );
     assert_eq!(plans[0].replacement.step, 1);
-    // dsh-session's enclosure invariant refuses a tool/result replacement outside its step
-    // (debug builds check invariants on append); the session must learn that a replace is a
-    // rewrite, not a new result. Until then the append is refused and nothing is written.
-    let len = s.len();
-    let err = pruner::apply(&s, plans).unwrap_err();
-    match &err {
-        CompactionError::Commit(e) => assert_eq!(e.code(), "INVARIANT_VIOLATION"),
-        e => panic!("{e}"),
-    }
+    // Appended between steps (where `agent/pre-step` runs): prune, replacement, for each.
+    assert_eq!(s.len(), 13);
+    assert_eq!(pruner::apply(&s, plans).unwrap(), 2);
+    let kinds: Vec<String> = s.events()[13..]
+        .iter()
+        .map(|e| e.kind.as_str().to_owned())
+        .collect();
     assert_eq!(
-        s.len(),
-        len + 1,
-        "the compaction/prune event landed, its replacement did not"
+        kinds,
+        vec![
+            "compaction/prune",
+            "tool/result",
+            "compaction/prune",
+            "tool/result"
+        ]
+    );
+    let CompactionEvent::Prune(p) = CompactionEvent::parse(&s.event(13).unwrap())
+        .unwrap()
+        .unwrap()
+    else {
+        panic!("not a prune")
+    };
+    assert_eq!(
+        p,
+        dsh_compaction::CompactionPrune {
+            shadowed_range: SeqRange { start: 6, end: 6 },
+            shadowed_seqs: vec![6],
+            shadowed_token_count: 2262,
+        }
+    );
+    assert_eq!(SurfaceView::of(&s).seqs(), vec![2, 4, 14, 9, 16]);
+    assert_eq!(check_invariants(&s.events(), Some(s.registry())), vec![]);
+    // Nothing left to prune.
+    assert_eq!(
+        pruner::plan(&SurfaceView::of(&s), &PrunerConfig::default()),
+        vec![]
     );
 }
 
@@ -653,9 +677,15 @@ fn manual_compaction_needs_an_idle_session_and_never_repeats_a_region() {
 #[test]
 fn a_live_lock_blocks_and_cancellation_closes_the_bracket() {
     let s = log(8, 2000);
-    let (engine, _) = engine(4000, SUMMARY);
+    // Below the threshold nothing is needed: no lock scan, no error.
+    let (roomy, _) = engine(1_000_000, SUMMARY);
     let target = CompactionTarget::new(s.clone(), Some(1));
     let bracket = dsh_compaction::Bracket::begin(&s, Some(1), None).unwrap();
+    let none = rt()
+        .block_on(roomy.compact_if_needed(&target, Trigger::Pressure, CancellationToken::new()))
+        .unwrap();
+    assert_eq!(none, None);
+    let (engine, _) = engine(4000, SUMMARY);
     let busy = rt()
         .block_on(engine.compact_if_needed(&target, Trigger::Pressure, CancellationToken::new()))
         .unwrap_err();
@@ -697,4 +727,257 @@ fn the_plugin_boots_and_provides_the_service() {
             Some("dsh-compaction-basic".to_owned())
         );
     });
+}
+
+// ---- pruner first, live events, refused regions -------------------------------------------
+
+type Seen<T> = Arc<Mutex<Vec<T>>>;
+
+/// A kernel whose root context records every emitted `compaction/completed` and
+/// `compaction/notice`.
+fn capture() -> (
+    dsh_kernel::Kernel,
+    Seen<dsh_compaction::CompactionCompletedPayload>,
+    Seen<dsh_compaction::CompactionNoticePayload>,
+) {
+    let kernel = dsh_kernel::Kernel::new();
+    let done: Seen<dsh_compaction::CompactionCompletedPayload> = Arc::default();
+    let notes: Seen<dsh_compaction::CompactionNoticePayload> = Arc::default();
+    let d = done.clone();
+    kernel
+        .root()
+        .on_emit::<dsh_compaction::CompactionCompleted>(move |p| d.lock().unwrap().push(p.clone()))
+        .unwrap()
+        .detach();
+    let n = notes.clone();
+    kernel
+        .root()
+        .on_emit::<dsh_compaction::CompactionNotice>(move |p| n.lock().unwrap().push(p.clone()))
+        .unwrap()
+        .detach();
+    (kernel, done, notes)
+}
+
+fn nested_text(m: &Message) -> String {
+    m.content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::ToolResult { content, .. } => {
+                content.iter().filter_map(ContentBlock::as_text).collect()
+            }
+            b => b.as_text().unwrap_or_default().to_owned(),
+        })
+        .collect()
+}
+
+#[test]
+fn pruning_alone_can_bring_the_request_under_the_threshold() {
+    // 3 steps with 9,000-character results: 29 + 12 + 3 × (13 + 2262) = 6866 tokens against
+    // a 6,400-token threshold (window 8,000). Pruned to 4096 + marker + 1024 code points
+    // (1302 tokens each): 3986, so nothing is summarised.
+    let (kernel, done, notes) = capture();
+    let s = log(3, 9000);
+    let (engine, seen) = engine(8000, SUMMARY);
+    let engine = engine.with_events(kernel.root().clone());
+    assert_eq!(engine.measure(&s).0.total_tokens, 6866);
+    let target = CompactionTarget::new(s.clone(), Some(1));
+    let r = rt()
+        .block_on(engine.compact_if_needed(&target, Trigger::Pressure, CancellationToken::new()))
+        .unwrap();
+    assert_eq!(r, None);
+    assert!(
+        seen.seen.lock().unwrap().is_empty(),
+        "no summarisation call"
+    );
+    assert_eq!(engine.measure(&s).0.total_tokens, 3986);
+    assert_eq!(
+        kinds_from(&s, 18),
+        ["compaction/prune", "tool/result"].repeat(3)
+    );
+    assert_eq!(
+        *done.lock().unwrap(),
+        vec![dsh_compaction::CompactionCompletedPayload {
+            session_id: "s".into(),
+            scope: None,
+            turn: Some(1),
+            trigger: dsh_compaction::CompactionCause::Pressure,
+            compaction_id: None,
+            tokens_before: 6866,
+            tokens_after: 3986,
+            shadowed_count: 0,
+            pruned_count: 3,
+        }]
+    );
+    assert_eq!(*notes.lock().unwrap(), vec![]);
+}
+
+fn kinds_from(s: &Session, from: u64) -> Vec<&'static str> {
+    s.events_from(from)
+        .iter()
+        .map(|e| match e.kind.as_str() {
+            "compaction/prune" => "compaction/prune",
+            "compaction/start" => "compaction/start",
+            "compaction/summary" => "compaction/summary",
+            "compaction/end" => "compaction/end",
+            "tool/result" => "tool/result",
+            "user/message" => "user/message",
+            _ => "other",
+        })
+        .collect()
+}
+
+#[test]
+fn old_oversized_results_are_pruned_before_anything_is_summarised() {
+    // 8 steps of 9,000-character results: 18,241 tokens; pruned: 10,561, still over the
+    // 6,400-token threshold, so the span before step 8 is summarised — from the pruned text.
+    let (kernel, done, _) = capture();
+    let s = log(8, 9000);
+    let (engine, seen) = engine(8000, SUMMARY);
+    let engine = engine.with_events(kernel.root().clone());
+    assert_eq!(engine.measure(&s).0.total_tokens, 18_241);
+    let target = CompactionTarget::new(s.clone(), Some(1));
+    let r = rt()
+        .block_on(engine.compact_if_needed(&target, Trigger::Pressure, CancellationToken::new()))
+        .unwrap()
+        .unwrap();
+    // 43 original events, 8 × (prune, replacement), then the bracket.
+    let mut expected = ["compaction/prune", "tool/result"].repeat(8);
+    expected.extend([
+        "compaction/start",
+        "compaction/summary",
+        "user/message",
+        "compaction/end",
+    ]);
+    assert_eq!(kinds_from(&s, 43), expected);
+    assert_eq!(
+        (r.start_seq, r.summary_seq, r.message_seq, r.end_seq),
+        (59, 60, 61, 62)
+    );
+    // The user message and 7 steps (13 + 1302 each) are shadowed: pruned replacements.
+    assert_eq!(r.shadowed_token_count, 12 + 7 * 1315);
+    assert_eq!(r.shadowed_seqs.len(), 15);
+    assert_eq!(r.shadowed_seqs[2], 44);
+    // The summarisation request carried the shortened results.
+    let opts = seen.seen.lock().unwrap().pop().unwrap();
+    assert_eq!(opts.messages.len(), 16);
+    let sent = nested_text(&opts.messages[2]);
+    assert_eq!(sent.chars().count(), 4096 + MARKER.len() + 1024);
+    assert!(sent.contains(MARKER));
+    // The request surface: checkpoint, step 8's call and its pruned result.
+    let msgs = s.derive_messages();
+    assert_eq!(msgs.len(), 3);
+    assert!(is_checkpoint(&msgs[0]));
+    assert_eq!(nested_text(&msgs[2]).chars().count(), 5159);
+    // The log keeps every original.
+    for seq in [6, 11, 41] {
+        let EventData::ToolResult(d) = &s.event(seq).unwrap().data else {
+            panic!("seq {seq} is not a tool result")
+        };
+        assert_eq!(nested_text(&d.message), "x".repeat(9000));
+    }
+    assert_eq!(check_invariants(&s.events(), Some(s.registry())), vec![]);
+    let after = 29 + r.message_tokens + 1315;
+    assert_eq!(engine.measure(&s).0.total_tokens, after);
+    assert_eq!(
+        *done.lock().unwrap(),
+        vec![dsh_compaction::CompactionCompletedPayload {
+            session_id: "s".into(),
+            scope: None,
+            turn: Some(1),
+            trigger: dsh_compaction::CompactionCause::Pressure,
+            compaction_id: Some(r.compaction_id.clone()),
+            tokens_before: 18_241,
+            tokens_after: after,
+            shadowed_count: 15,
+            pruned_count: 8,
+        }]
+    );
+}
+
+#[test]
+fn a_refused_summary_is_a_notice_and_its_region_is_not_retried_at_once() {
+    let (kernel, done, notes) = capture();
+    let s = log(8, 2000);
+    let (engine, seen) = engine(4000, &"y".repeat(20_000));
+    let engine = engine.with_events(kernel.root().clone());
+    let target = CompactionTarget::new(s.clone(), Some(1));
+    let go = || {
+        rt().block_on(engine.compact_if_needed(
+            &target,
+            Trigger::Pressure,
+            CancellationToken::new(),
+        ))
+    };
+    let err = go().unwrap_err();
+    let notice = notes.lock().unwrap().clone();
+    assert_eq!(notice.len(), 1);
+    assert_eq!(
+        notice[0],
+        dsh_compaction::CompactionNoticePayload {
+            session_id: "s".into(),
+            scope: None,
+            turn: Some(1),
+            trigger: dsh_compaction::CompactionCause::Pressure,
+            level: dsh_compaction::NoticeLevel::Warning,
+            code: "SUMMARY_NOT_SMALLER".into(),
+            message: format!("automatic compaction failed; the turn goes on uncompacted: {err}"),
+        }
+    );
+    assert_eq!(seen.seen.lock().unwrap().len(), 1);
+    assert_eq!(s.len(), 45);
+    // The same region again: skipped, nothing written, no call, no second notice.
+    assert_eq!(go().unwrap(), None);
+    assert_eq!(seen.seen.lock().unwrap().len(), 1);
+    assert_eq!(s.len(), 45);
+    assert_eq!(notes.lock().unwrap().len(), 1);
+    // A context overflow over the same span (retain 0 keeps only the newest step) is a
+    // different region: tried.
+    let err = rt()
+        .block_on(engine.compact_if_needed(
+            &target,
+            Trigger::ContextOverflow,
+            CancellationToken::new(),
+        ))
+        .unwrap_err();
+    assert_eq!(err.code(), "SUMMARY");
+    assert_eq!(seen.seen.lock().unwrap().len(), 2);
+    assert_eq!(
+        notes.lock().unwrap()[1].message,
+        format!("compaction after a context-window error failed: {err}")
+    );
+    assert_eq!(
+        notes.lock().unwrap()[1].trigger,
+        dsh_compaction::CompactionCause::ContextOverflow
+    );
+    assert_eq!(*done.lock().unwrap(), vec![]);
+}
+
+#[test]
+fn manual_compaction_emits_completed() {
+    let (kernel, done, _) = capture();
+    let s = log(3, 2000);
+    end_turn(&s);
+    let (engine, _) = engine(1_000_000, SUMMARY);
+    let engine = engine.with_events(kernel.root().clone());
+    let before = engine.measure(&s).0.total_tokens;
+    assert_eq!(before, 29 + 12 + 3 * 525);
+    let target = CompactionTarget::new(s.clone(), None);
+    let r = rt()
+        .block_on(engine.compact_now(&target, CancellationToken::new(), Some("cmd-1".into())))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        *done.lock().unwrap(),
+        vec![dsh_compaction::CompactionCompletedPayload {
+            session_id: "s".into(),
+            scope: None,
+            turn: None,
+            trigger: dsh_compaction::CompactionCause::Manual,
+            compaction_id: Some(r.compaction_id.clone()),
+            tokens_before: before,
+            tokens_after: 29 + r.message_tokens + 525,
+            shadowed_count: 5,
+            pruned_count: 0,
+        }]
+    );
 }

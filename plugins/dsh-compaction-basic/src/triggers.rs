@@ -3,7 +3,9 @@
 //! See docs/upstream/compaction.md (Basic engine policy, triggers):
 //! - `agent/pre-step`: before each step, [`BasicCompaction`] compacts if the next request would
 //!   be at or over the threshold; the step waits for it. A failure (a summary not smaller than
-//!   its source, a failed call, …) is logged as a warning and the turn goes on uncompacted.
+//!   its source, a failed call, …) is logged as a warning and the turn goes on uncompacted;
+//!   the engine also emits it as a `compaction/notice` the CLI prints, and every committed
+//!   compaction as `compaction/completed` ([`BasicCompaction::with_events`]).
 //!   The events land between the previous `step/end` (or `turn/start`) and the next
 //!   `step/start`, owned by the open turn.
 //! - `agent/request-error` with a context-window failure: compact (threshold bypassed), then

@@ -9,6 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_agent::{Agent, AgentOptions, AgentRegistry, CreateAgentOptions};
+use dsh_compaction::{
+    CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionNotice,
+    CompactionNoticePayload, NoticeLevel,
+};
 use dsh_kernel::Kernel;
 use dsh_llm::{
     CallPurpose, ChunkStream, ContentBlock, FinishReason, GenerateOptions, LlmAdapter, LlmFailure,
@@ -36,7 +40,9 @@ struct Recorded {
 }
 
 struct Script {
+    live: Arc<Live>,
     window: u64,
+    summary: String,
     responses: Mutex<VecDeque<Vec<StreamChunk>>>,
     requests: Mutex<Vec<Recorded>>,
     session: Mutex<Option<Arc<Session>>>,
@@ -51,7 +57,7 @@ impl LlmAdapter for Script {
             .unwrap()
             .push(Recorded { opts, log_len });
         let chunks = if compaction {
-            text(SUMMARY)
+            text(&self.summary)
         } else {
             self.responses
                 .lock()
@@ -137,8 +143,8 @@ fn overflow() -> Vec<StreamChunk> {
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct NoArgs {}
 
-/// `big`: a 4,000-character result (about 1,000 tokens).
-struct Big;
+/// `big`: a result of `.0` characters (4,000: about 1,000 tokens).
+struct Big(usize);
 
 impl Tool for Big {
     const NAME: &'static str = "big";
@@ -151,7 +157,7 @@ impl Tool for Big {
         ToolEffects::READ_ONLY
     }
     async fn call(&self, _: NoArgs, _: ToolRunContext) -> Result<String, ToolFailure> {
-        Ok("x".repeat(4000))
+        Ok("x".repeat(self.0))
     }
 }
 
@@ -160,10 +166,47 @@ async fn run(
     prompt: &str,
     responses: Vec<Vec<StreamChunk>>,
 ) -> (Kernel, Agent, Arc<Script>) {
+    run_with(window, prompt, responses, SUMMARY, 4000).await
+}
+
+/// The live events a run emitted.
+#[derive(Default)]
+struct Live {
+    notices: Mutex<Vec<CompactionNoticePayload>>,
+    completed: Mutex<Vec<CompactionCompletedPayload>>,
+}
+
+fn listen(kernel: &Kernel) -> Arc<Live> {
+    let live = Arc::new(Live::default());
+    let l = live.clone();
+    kernel
+        .root()
+        .on_emit::<CompactionNotice>(move |p| l.notices.lock().unwrap().push(p.clone()))
+        .unwrap()
+        .detach();
+    let l = live.clone();
+    kernel
+        .root()
+        .on_emit::<CompactionCompleted>(move |p| l.completed.lock().unwrap().push(p.clone()))
+        .unwrap()
+        .detach();
+    live
+}
+
+async fn run_with(
+    window: u64,
+    prompt: &str,
+    responses: Vec<Vec<StreamChunk>>,
+    summary: &str,
+    result_chars: usize,
+) -> (Kernel, Agent, Arc<Script>) {
     let kernel = Kernel::new();
     kernel.boot().await.expect("boot");
+    let live = listen(&kernel);
     let script = Arc::new(Script {
+        live,
         window,
+        summary: summary.to_owned(),
         responses: Mutex::new(responses.into()),
         requests: Mutex::default(),
         session: Mutex::default(),
@@ -173,7 +216,10 @@ async fn run(
         .unwrap()
         .detach();
     let tools = kernel.root().require::<ToolRegistry>().unwrap();
-    tools.register_tool(kernel.root(), Big).unwrap().detach();
+    tools
+        .register_tool(kernel.root(), Big(result_chars))
+        .unwrap()
+        .detach();
     let registry = kernel.root().require::<AgentRegistry>().unwrap();
     let agent = registry
         .create(CreateAgentOptions {
@@ -342,4 +388,200 @@ async fn overflow_compacts_and_retries_once_then_a_second_overflow_ends_the_turn
         .filter(|r| r.opts.purpose != Some(CallPurpose::Compaction))
         .count();
     assert_eq!(steps, 3, "one retry, no loop");
+}
+
+#[tokio::test]
+async fn a_refused_region_is_not_summarised_again_by_the_overflow_retry() {
+    // Every summary is far larger than its source. Step 6's pre-step compaction is refused
+    // (the turn goes on uncompacted, with a notice); step 6's request then overflows, and the
+    // overflow trigger selects the same region (the newest step alone is over the retained
+    // tail): it is not summarised again, the surface does not change, so no retry either.
+    let mut responses: Vec<Vec<StreamChunk>> = (1..=5).map(|i| call(&format!("c{i}"))).collect();
+    responses.push(overflow());
+    let (_k, agent, script) = run_with(
+        6000,
+        "Read the big files.",
+        responses,
+        &"y".repeat(40_000),
+        4000,
+    )
+    .await;
+    let session = agent.session();
+    let requests = script.requests.lock().unwrap();
+    let purposes: Vec<bool> = requests
+        .iter()
+        .map(|r| r.opts.purpose == Some(CallPurpose::Compaction))
+        .collect();
+    assert_eq!(
+        purposes,
+        vec![false, false, false, false, false, true, false]
+    );
+    assert_eq!(
+        kinds_of(session, "compaction/"),
+        vec!["compaction/start", "compaction/end"]
+    );
+    assert_eq!(
+        turn_end(session)["error"]["code"],
+        json!("CONTEXT_WINDOW_EXCEEDED")
+    );
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
+    let notices = script.live.notices.lock().unwrap();
+    assert_eq!(notices.len(), 1);
+    assert_eq!(
+        (
+            notices[0].trigger,
+            notices[0].level,
+            notices[0].code.as_str(),
+            notices[0].turn
+        ),
+        (
+            CompactionCause::Pressure,
+            NoticeLevel::Warning,
+            "SUMMARY_NOT_SMALLER",
+            Some(1)
+        )
+    );
+    assert!(
+        notices[0]
+            .message
+            .starts_with("automatic compaction failed; the turn goes on uncompacted: "),
+        "{}",
+        notices[0].message
+    );
+    assert_eq!(*script.live.completed.lock().unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn after_a_checkpoint_the_next_compaction_never_summarises_only_that_checkpoint() {
+    // 8,000-character results (about 2,000 tokens, under the pruner's 8,192) against a
+    // 2,400-token window (threshold 1,920, retain 384): after the first compaction the
+    // surface is [checkpoint, call, result] and still over the threshold, but the only span
+    // left before the kept step is the checkpoint itself, which is not summarised again.
+    let prompt = "Read this: ".to_owned() + &"p".repeat(2000);
+    let responses = vec![call("c1"), call("c2"), call("c3"), text("Done.")];
+    let (_k, agent, script) = run_with(2400, &prompt, responses, SUMMARY, 8000).await;
+    let session = agent.session();
+    assert_eq!(turn_end(session), json!({"kind": "completed"}));
+    let requests = script.requests.lock().unwrap();
+    let summaries: Vec<&Recorded> = requests
+        .iter()
+        .filter(|r| r.opts.purpose == Some(CallPurpose::Compaction))
+        .collect();
+    assert_eq!(summaries.len(), 3);
+    for (i, r) in summaries.iter().enumerate() {
+        let shadowed = &r.opts.messages[..r.opts.messages.len() - 1];
+        assert!(
+            !(shadowed.len() == 1 && dsh_compaction::is_checkpoint(&shadowed[0])),
+            "compaction {i} re-summarised only the previous checkpoint"
+        );
+        if i > 0 {
+            // Later compactions merge the previous checkpoint with newer steps.
+            assert!(dsh_compaction::is_checkpoint(&shadowed[0]));
+            assert_eq!(shadowed.len(), 3, "checkpoint, call, result");
+        }
+    }
+    let completed = script.live.completed.lock().unwrap();
+    assert_eq!(completed.len(), 3);
+    assert!(
+        completed
+            .iter()
+            .all(|c| c.trigger == CompactionCause::Pressure && c.tokens_after < c.tokens_before)
+    );
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
+}
+
+/// The text inside a tool-result message.
+fn result_text(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content, .. } => Some(
+                content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .collect::<String>(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn old_oversized_results_are_pruned_in_the_request_and_kept_in_the_log() {
+    // 12,000-character results (about 3,000 tokens each) against an 8,000-token window
+    // (threshold 6,400): before step 4 the three results are pruned to 4096 + marker + 1024
+    // code points, which alone brings the request under the threshold: nothing is summarised.
+    let responses = vec![call("c1"), call("c2"), call("c3"), text("Done.")];
+    let (_k, agent, script) =
+        run_with(8000, "Read the big files.", responses, SUMMARY, 12_000).await;
+    let session = agent.session();
+    assert_eq!(turn_end(session), json!({"kind": "completed"}));
+    let requests = script.requests.lock().unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.opts.purpose != Some(CallPurpose::Compaction)),
+        "no summarisation call"
+    );
+    assert_eq!(requests.len(), 4);
+    let pruned_len = 4096 + "\n\n[... tool result middle pruned ...]\n\n".len() + 1024;
+    let sizes = |r: &Recorded| -> Vec<usize> {
+        r.opts
+            .messages
+            .iter()
+            .map(|m| result_text(m).chars().count())
+            .filter(|&n| n > 0)
+            .collect()
+    };
+    assert_eq!(sizes(&requests[2]), vec![12_000, 12_000]);
+    assert_eq!(sizes(&requests[3]), vec![pruned_len; 3]);
+    // The log keeps the three originals; the surface holds the three replacements.
+    let originals = session
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(&e.data, EventData::ToolResult(d)
+                if e.surface_op == Some(dsh_session::SurfaceOp::Append)
+                    && result_text(&d.message) == "x".repeat(12_000))
+        })
+        .count();
+    assert_eq!(originals, 3);
+    assert_eq!(
+        kinds_of(session, "compaction/"),
+        vec!["compaction/prune"; 3]
+    );
+    assert_eq!(
+        check_invariants(&session.events(), Some(session.registry())),
+        vec![]
+    );
+    let completed = script.live.completed.lock().unwrap();
+    assert_eq!(completed.len(), 1);
+    assert_eq!(
+        (
+            completed[0].trigger,
+            completed[0].compaction_id.as_deref(),
+            completed[0].shadowed_count,
+            completed[0].pruned_count
+        ),
+        (CompactionCause::Pressure, None, 0, 3)
+    );
+    // Meter estimates right before the first prune and at the next request.
+    let all = session.events();
+    let first_prune = all
+        .iter()
+        .position(|e| e.kind.as_str() == "compaction/prune")
+        .unwrap();
+    let before = TokenMeter::measure_events(&all[..first_prune]).total_tokens;
+    let after = TokenMeter::measure_events(&all[..requests[3].log_len]).total_tokens;
+    assert_eq!(
+        (completed[0].tokens_before, completed[0].tokens_after),
+        (before, after)
+    );
+    assert!(before >= 6400 && after < 6400, "{before} → {after}");
 }

@@ -11,16 +11,46 @@ use crate::{DEFAULT_GIT_STATUS_MAX_FILES, DEFAULT_GIT_TIMEOUT_MS, GitOptions};
 /// The wall clock used for the date context (injectable for tests).
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
+/// How the `persona` setting combines with the built-in working method ([`PERSONA`](crate::PERSONA)).
+/// JSON `"add"` | `"replace"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PersonaMode {
+    /// The persona follows the working method, separated by a blank line (the default).
+    #[default]
+    Add,
+    /// The persona is the whole section; the working method is not sent.
+    Replace,
+}
+
+impl ContextConfig {
+    /// The text of the `context:persona` section: [`PERSONA`](crate::PERSONA), then the
+    /// `persona` setting after a blank line (`add`), or the setting alone (`replace`). An unset
+    /// or blank `persona` under `add` leaves the working method alone.
+    pub fn persona_text(&self) -> String {
+        match (&self.persona, self.persona_mode) {
+            (None, _) => crate::PERSONA.to_owned(),
+            (Some(p), PersonaMode::Replace) => p.clone(),
+            (Some(p), PersonaMode::Add) if p.trim().is_empty() => crate::PERSONA.to_owned(),
+            (Some(p), PersonaMode::Add) => format!("{}\n\n{p}", crate::PERSONA),
+        }
+    }
+}
+
 /// The `dsh-context` settings section (snake_case; unknown fields rejected).
 ///
-/// JSON: `{"persona": "…"?, "dsh_home": "/path"?, "include_git": true, "include_date": true,
+/// JSON: `{"persona": "…"?, "persona_mode": "add"|"replace", "dsh_home": "/path"?,
+/// "include_git": true, "include_date": true,
 /// "git_status_max_files": 20000, "git_timeout_ms": 2000}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContextConfig {
-    /// Replaces [`PERSONA`](crate::PERSONA) (may use `{{variables}}`, e.g. `{{cwd}}`; `""`
-    /// drops the section).
+    /// The deployment's own persona text (may use `{{variables}}`, e.g. `{{cwd}}`). By default
+    /// it is added after [`PERSONA`](crate::PERSONA), the working method, in the same section;
+    /// with `persona_mode = "replace"` it replaces it (`""` then drops the section).
     pub persona: Option<String>,
+    /// How `persona` combines with the built-in working method (default [`PersonaMode::Add`]).
+    pub persona_mode: PersonaMode,
     /// Where `AGENTS.md` is looked up last; default `$DSH_HOME`, else `~/.dsh`.
     pub dsh_home: Option<PathBuf>,
     /// Contribute the `context:git` runtime context (default true).
@@ -44,6 +74,7 @@ impl Default for ContextConfig {
     fn default() -> Self {
         Self {
             persona: None,
+            persona_mode: PersonaMode::Add,
             dsh_home: None,
             include_git: true,
             include_date: true,

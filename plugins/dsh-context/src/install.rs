@@ -17,9 +17,9 @@ use dsh_tools::{ToolRegistry, ToolsResult};
 use crate::service::{agent_cwd, agent_info};
 use crate::{
     CWD_VARIABLE, Clock, ContextConfig, ContextError, ContextService, DATE_CONTEXT, DATE_ORDER,
-    ENVIRONMENT_ORDER, ENVIRONMENT_SECTION, GIT_CONTEXT, GIT_ORDER, PERSONA, PERSONA_ORDER,
-    PERSONA_SECTION, PLUGIN_ID, TOOL_GUIDANCE, TOOLS_ORDER, TOOLS_SECTION, changes_workspace,
-    date_text, environment_text,
+    ENVIRONMENT_ORDER, ENVIRONMENT_SECTION, GIT_CONTEXT, GIT_ORDER, PERSONA_ORDER, PERSONA_SECTION,
+    PLUGIN_ID, TOOL_GUIDANCE, TOOLS_ORDER, TOOLS_SECTION, changes_workspace, date_text,
+    environment_text,
 };
 
 /// Registers everything under `ctx` (what the plugin's `apply` does, with the system clock):
@@ -40,7 +40,7 @@ pub fn install(
     let prompt = ctx
         .get::<SystemPrompt>()
         .ok_or(ContextError::MissingSystemPrompt)?;
-    let persona = config.persona.clone().unwrap_or_else(|| PERSONA.to_owned());
+    let persona = config.persona_text();
     let reg = |r: Result<dsh_kernel::Registration, PromptError>| -> Result<(), ContextError> {
         r?.detach();
         Ok(())

@@ -3,7 +3,8 @@
 //! They are contributed through the `SystemPrompt` service of dsh-system-prompt.
 //!
 //! Stable sections (part of the system prompt, byte-identical across days and commits):
-//! - `context:persona` (order 10): [`PERSONA`] or the `persona` setting;
+//! - `context:persona` (order 10): [`PERSONA`] followed by the `persona` setting (or replaced
+//!   by it with `persona_mode = "replace"`; [`ContextConfig::persona_text`]);
 //! - `context:tool-guidance` (order 100): [`TOOL_GUIDANCE`];
 //! - `context:environment` (order 200): the workspace root through the `{{cwd}}` variable
 //!   (this plugin registers `cwd` from the agent's [`AgentInfo`]) and the OS
@@ -47,7 +48,7 @@ pub use agents::{
     AGENTS_FILE_NAME, AgentsFile, MAX_AGENTS_FILE_BYTES, agents_section_text, chain_dirs,
     discover_agents_files, load_agents_file, load_agents_files,
 };
-pub use config::{Clock, ContextConfig};
+pub use config::{Clock, ContextConfig, PersonaMode};
 pub use date::{civil_from_days, date_text};
 pub use dsh_agent::AgentInfo;
 pub use error::ContextError;

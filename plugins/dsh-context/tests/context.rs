@@ -403,6 +403,7 @@ async fn plugin_applies_from_settings_and_respects_switches() {
             "dsh-context",
             json!({
                 "persona": "You are a careful reviewer working in {{cwd}}.",
+                "persona_mode": "replace",
                 "dsh_home": t.home.display().to_string(),
                 "include_git": false,
                 "include_date": false,
@@ -467,6 +468,16 @@ async fn plugin_applies_from_settings_and_respects_switches() {
 fn settings_defaults_and_unknown_fields() {
     let c = ContextConfig::default();
     assert_eq!(c.persona, None);
+    assert_eq!(c.persona_text(), PERSONA);
+    // `persona` adds to the working method unless `persona_mode = "replace"`.
+    let c: ContextConfig = serde_json::from_value(json!({"persona": "Answer in French."})).unwrap();
+    assert_eq!(c.persona_text(), format!("{PERSONA}\n\nAnswer in French."));
+    let c: ContextConfig =
+        serde_json::from_value(json!({"persona": "Answer in French.", "persona_mode": "replace"}))
+            .unwrap();
+    assert_eq!(c.persona_text(), "Answer in French.");
+    let c: ContextConfig = serde_json::from_value(json!({"persona": " "})).unwrap();
+    assert_eq!(c.persona_text(), PERSONA);
     assert!(c.include_git && c.include_date);
     let c: ContextConfig = serde_json::from_value(json!({"include_git": false})).unwrap();
     assert!(!c.include_git && c.include_date);

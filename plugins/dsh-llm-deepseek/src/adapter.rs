@@ -7,31 +7,26 @@
 //! docs/upstream/deepseek.md (Timeouts; Redirects; Invalid UTF-8; Estimated usage).
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use dsh_llm::{
     ChunkStream, FinishReason, GenerateOptions, LlmAdapter, LlmFailure, ModelInfo, ProviderInfo,
     StreamChunk, codes,
 };
+use dsh_llm_http::{
+    CredentialSource, EnvCredentials, NoticeFn, SendRoute, Sent, SseBody, Timeouts, aborted,
+    body_failure, build_client, http_failure, idle_failure, redact_url, scrub_userinfo,
+    transport_failure,
+};
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{
-    CredentialSource, DeepSeekSettings, EnvCredentials, RouteConfig, Timeouts, redact_url,
-    scrub_userinfo,
-};
-use crate::errors::{DeepSeekError, http_failure, retry_after_ms, retry_after_ms_header};
+use crate::config::{DeepSeekSettings, RouteConfig};
+use crate::errors::DeepSeekError;
 use crate::parse::{Progress, StreamTranslator};
 use crate::request::build_body;
-use crate::utf8::Utf8Repair;
-
-/// `User-Agent` sent on every request: `dsh/<crate version>`.
-pub const USER_AGENT: &str = concat!("dsh/", env!("CARGO_PKG_VERSION"));
 
 /// One configured route with its resolved timeouts and its own HTTP client (reqwest sets the
 /// connect timeout per client).
@@ -48,54 +43,6 @@ struct Inner {
     notices: std::sync::OnceLock<NoticeFn>,
 }
 
-/// Something the user should see about a call that still goes on (today: the provider sent
-/// invalid UTF-8, decoded as U+FFFD). Delivered through [`DeepSeekAdapter::set_notices`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderNotice {
-    /// The call's session (`GenerateOptions::session_id`), when known.
-    pub session_id: Option<String>,
-    /// The route id.
-    pub route: String,
-    /// One line of text, e.g. `deepseek: the provider sent invalid UTF-8 (shown as U+FFFD)`.
-    pub message: String,
-}
-
-/// A receiver of [`ProviderNotice`]s.
-pub type NoticeFn = Arc<dyn Fn(ProviderNotice) + Send + Sync>;
-
-/// Redirects a model request may follow, all to the origin of the original URL.
-pub const MAX_REDIRECTS: usize = 5;
-
-/// Failure code of an attempt whose SSE body holds one line or event longer than
-/// [`MAX_SSE_LINE_BYTES`]. Not in the default retryable codes: the same server would send the
-/// same oversized line again. See docs/upstream/deepseek.md (Bounded SSE lines).
-pub const SSE_LINE_TOO_LONG: &str = "SSE_LINE_TOO_LONG";
-
-/// The most bytes one SSE line, or the `data` lines of one event, may hold (16 MiB): the
-/// decoder buffers a line until its end, so without a cap a provider sending no newline grows
-/// dsh's memory without bound. Beyond it the attempt fails with [`SSE_LINE_TOO_LONG`].
-pub const MAX_SSE_LINE_BYTES: usize = 16 * 1024 * 1024;
-
-/// Redirects a model request may follow: at most [`MAX_REDIRECTS`], each to the origin (scheme,
-/// host, port) of the original URL. Following one to another origin would re-send the whole
-/// conversation (and 307/308 keep the POST body) to a server the user did not configure, so the
-/// chain stops and the 3xx answer becomes the failure `REDIRECT_REFUSED` ("redirected the
-/// request to another origin", or "too many redirects (5)" for a same-origin chain). See
-/// docs/upstream/deepseek.md (Redirects).
-fn redirect_policy() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    })
-}
-
 /// The DeepSeek / OpenAI-compatible adapter serving every configured route. Cheap to clone.
 #[derive(Clone)]
 pub struct DeepSeekAdapter {
@@ -109,8 +56,6 @@ impl std::fmt::Debug for DeepSeekAdapter {
             .finish()
     }
 }
-
-type SseEvents = Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
 
 impl DeepSeekAdapter {
     /// An adapter over `settings`, reading credentials from the environment at call time.
@@ -150,16 +95,11 @@ impl DeepSeekAdapter {
                 }
             }
         }
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let routes = routes
             .into_iter()
             .map(|config| {
                 let timeouts = config.timeouts.resolve(settings.timeouts);
-                let client = reqwest::Client::builder()
-                    .user_agent(USER_AGENT)
-                    .connect_timeout(Duration::from_millis(timeouts.connect_ms))
-                    .redirect(redirect_policy())
-                    .build()
+                let client = build_client(timeouts.connect_ms)
                     .map_err(|e| DeepSeekError::Client(e.to_string()))?;
                 Ok(Route {
                     config,
@@ -218,10 +158,17 @@ impl Inner {
 }
 
 fn missing_credential(route: &RouteConfig, env: &str) -> LlmFailure {
+    // A variable that is present but blank (`DEEPSEEK_API_KEY= dsh …`) is named as such: "not
+    // set" would send the person looking for a missing export.
+    let state = if std::env::var_os(env).is_some() {
+        "is set but empty"
+    } else {
+        "is not set"
+    };
     LlmFailure::new(
         codes::MISSING_CREDENTIAL,
         format!(
-            "No API key for provider route {:?}: the environment variable {env} is not set. \
+            "No API key for provider route {:?}: the environment variable {env} {state}. \
              Create a key in your provider console (for DeepSeek: https://platform.deepseek.com/api_keys), \
              export it as {env} in the shell that runs dsh, or name another variable with \
              api_key_env in the provider's settings (dsh: [providers.<id>] in settings.toml); \
@@ -229,70 +176,6 @@ fn missing_credential(route: &RouteConfig, env: &str) -> LlmFailure {
             route.id
         ),
     )
-}
-
-/// `e` and its causes, `: `-joined, without the URL (the caller names it once).
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    if let Some(url) = e.url() {
-        text = text.replace(&format!(" for url ({url})"), "");
-        text = text.replace(&format!(" ({url})"), "");
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
-
-/// A request that failed before a response: a connect timeout is `TIMEOUT` (message "… timed
-/// out after N ms connecting (connect_timeout_ms = N)"), anything else `TRANSPORT` ("… failed:
-/// <cause chain>"). Both name the route and the URL.
-fn send_failure(route: &Route, url: &str, e: &reqwest::Error) -> LlmFailure {
-    let id = &route.config.id;
-    if e.is_timeout() {
-        let ms = route.timeouts.connect_ms;
-        return LlmFailure::new(
-            codes::TIMEOUT,
-            format!(
-                "{id}: POST {url} timed out after {ms} ms connecting (connect_timeout_ms = {ms})"
-            ),
-        );
-    }
-    LlmFailure::new(
-        codes::TRANSPORT,
-        format!("{id}: POST {url} failed: {}", error_chain(e)),
-    )
-}
-
-fn transport_failure(route: &str, what: &str, e: &reqwest::Error) -> LlmFailure {
-    let code = if e.is_timeout() {
-        codes::TIMEOUT
-    } else {
-        codes::TRANSPORT
-    };
-    LlmFailure::new(code, format!("{route}: {what}: {}", error_chain(e)))
-}
-
-/// The stream-idle failure: "… timed out after N ms without data …".
-fn idle_failure(route: &str, url: &str, idle: Duration) -> LlmFailure {
-    let ms = idle.as_millis();
-    LlmFailure::new(
-        codes::TIMEOUT,
-        format!(
-            "{route}: POST {url} timed out after {ms} ms without data from the provider \
-             (stream_idle_timeout_ms = {ms})"
-        ),
-    )
-}
-
-fn aborted() -> LlmFailure {
-    LlmFailure::new(codes::ABORTED, "the call was cancelled")
 }
 
 fn terminal(reason: FinishReason) -> Result<StreamChunk, LlmFailure> {
@@ -303,8 +186,7 @@ fn terminal(reason: FinishReason) -> Result<StreamChunk, LlmFailure> {
 }
 
 struct Streaming {
-    events: SseEvents,
-    activity: Arc<AtomicU64>,
+    body: SseBody,
     tr: StreamTranslator,
     signal: CancellationToken,
     idle: Duration,
@@ -314,7 +196,6 @@ struct Streaming {
     /// The route's base URL as configured (to scrub messages of its user info).
     base_url: String,
     request_id: Option<String>,
-    utf8: Arc<std::sync::Mutex<Utf8Repair>>,
     warned_utf8: bool,
     inner: Arc<Inner>,
     session_id: Option<String>,
@@ -431,85 +312,17 @@ async fn send_request(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Starte
     if let Some(k) = &key {
         req = req.bearer_auth(k);
     }
-    let first_byte = Duration::from_millis(route.timeouts.first_byte_ms);
     let idle = Duration::from_millis(route.timeouts.idle_ms);
-    let resp = tokio::select! {
-        biased;
-        () = signal.cancelled() => return Err(FinishReason::Aborted { failure: aborted() }),
-        r = tokio::time::timeout(first_byte, req.send()) => match r {
-            Err(_) => return Err(FinishReason::Error { failure: LlmFailure::new(
-                codes::TIMEOUT,
-                format!(
-                    "{}: POST {url} timed out after {} ms waiting for the response headers \
-                     (first_byte_timeout_ms = {})",
-                    config.id,
-                    first_byte.as_millis(),
-                    first_byte.as_millis()
-                ),
-            )}),
-            Ok(Err(e)) => return Err(FinishReason::Error {
-                failure: send_failure(route, &url, &e),
-            }),
-            Ok(Ok(resp)) => resp,
-        },
+    let send_route = SendRoute {
+        id: &config.id,
+        timeouts: route.timeouts,
+        key_env: config.api_key_env.as_deref(),
+        key: key.as_deref(),
     };
-    let status = resp.status().as_u16();
-    let header = |name: &str| {
-        resp.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let request_id = header("x-request-id").or_else(|| header("request-id"));
-    if resp.status().is_redirection() {
-        let location = header("location").unwrap_or_default();
-        let target = resp.url().join(&location).ok();
-        let same_origin = target.as_ref().is_some_and(|t| {
-            reqwest::Url::parse(&request_url).is_ok_and(|u| u.origin() == t.origin())
-        });
-        let message = if same_origin {
-            format!(
-                "{}: POST {url}: too many redirects ({MAX_REDIRECTS}); dsh stops following them \
-                 (HTTP {status})",
-                config.id
-            )
-        } else {
-            let target = target.map_or(location, |u| u.to_string());
-            format!(
-                "{}: the provider redirected the request to another origin ({}); dsh does not \
-                 follow it (HTTP {status})",
-                config.id,
-                redact_url(&target)
-            )
-        };
-        let mut failure = LlmFailure::new(codes::REDIRECT_REFUSED, message).with_status(status);
-        failure.request_id = request_id;
-        return Err(FinishReason::Error { failure });
-    }
-    if !resp.status().is_success() {
-        let retry = header("retry-after-ms")
-            .and_then(|v| retry_after_ms_header(&v))
-            .or_else(|| header("retry-after").and_then(|v| retry_after_ms(&v)));
-        let text = tokio::select! {
-            biased;
-            () = signal.cancelled() => return Err(FinishReason::Aborted { failure: aborted() }),
-            t = tokio::time::timeout(idle, resp.bytes()) => match t {
-                Ok(Ok(t)) => String::from_utf8_lossy(&t).into_owned(),
-                _ => String::new(),
-            },
-        };
-        let failure = http_failure(
-            &config.id,
-            status,
-            &text,
-            retry,
-            request_id,
-            config.api_key_env.as_deref(),
-            key.as_deref(),
-        );
-        tracing::debug!(route = %config.id, status, code = %failure.code, "chat completion failed");
-        return Err(FinishReason::Error { failure });
-    }
+    let Sent {
+        response: resp,
+        request_id,
+    } = dsh_llm_http::send(send_route, &request_url, req, &signal).await?;
     let is_json = resp
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -538,28 +351,8 @@ async fn send_request(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Starte
         tr.push_completion(&text, &mut out);
         return Ok(Started::Complete(out));
     }
-    let activity = Arc::new(AtomicU64::new(0));
-    let counter = activity.clone();
-    let utf8 = Arc::new(std::sync::Mutex::new(Utf8Repair::default()));
-    let repair = utf8.clone();
-    let mut guard = LineGuard::default();
-    let bytes = resp.bytes_stream().map(move |r| {
-        counter.fetch_add(1, Ordering::Relaxed);
-        let b = r.map_err(BodyReadError::Http)?;
-        guard.push(&b)?;
-        Ok(repair.lock().unwrap_or_else(|e| e.into_inner()).push(b))
-    });
-    let tail = utf8.clone();
-    let bytes = bytes.chain(futures::stream::iter(std::iter::from_fn(move || {
-        tail.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .finish()
-            .map(Ok::<bytes::Bytes, BodyReadError>)
-    })));
-    let events: SseEvents = Box::pin(sse_stream::SseStream::from_bytes_stream(bytes));
     Ok(Started::Stream(Box::new(Streaming {
-        events,
-        activity,
+        body: SseBody::new(resp),
         tr,
         signal,
         idle,
@@ -567,7 +360,6 @@ async fn send_request(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Starte
         url,
         base_url: config.base_url.clone(),
         request_id,
-        utf8,
         warned_utf8: false,
         session_id: opts.session_id.clone(),
         inner: inner.clone(),
@@ -576,128 +368,7 @@ async fn send_request(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Starte
 
 /// The one warning (and notice) per response that carried invalid UTF-8 (replaced by U+FFFD).
 fn warn_invalid_utf8(inner: &Inner, session_id: Option<&str>, route: &str, url: &str) {
-    tracing::warn!(
-        target: "dsh_llm_deepseek",
-        route,
-        url,
-        "the provider sent invalid UTF-8; it was replaced by U+FFFD"
-    );
-    if let Some(f) = inner.notices.get() {
-        f(ProviderNotice {
-            session_id: session_id.map(str::to_owned),
-            route: route.to_owned(),
-            message: format!(
-                "{route}: the provider sent invalid UTF-8; each bad sequence is shown as U+FFFD"
-            ),
-        });
-    }
-}
-
-/// Why reading the response body stopped: the transport failed, or the body holds an SSE line
-/// (or event) longer than [`MAX_SSE_LINE_BYTES`].
-#[derive(Debug, thiserror::Error)]
-enum BodyReadError {
-    /// The transport failed.
-    #[error(transparent)]
-    Http(reqwest::Error),
-    /// An SSE line or event exceeds the cap.
-    #[error("an SSE line or event is longer than {MAX_SSE_LINE_BYTES} bytes")]
-    LineTooLong,
-}
-
-/// Counts the bytes the SSE decoder holds before the body reaches it: the current line (any
-/// line, comments included) and the `data`-carrying lines of the current event (reset by a
-/// blank line). Line ends are LF, CR or CRLF, as the SSE grammar has them.
-#[derive(Debug, Default)]
-struct LineGuard {
-    line: usize,
-    event: usize,
-    comment: bool,
-    after_cr: bool,
-}
-
-impl LineGuard {
-    /// Accounts for one read.
-    ///
-    /// # Errors
-    /// [`BodyReadError::LineTooLong`] once the current line, or the current event, exceeds
-    /// [`MAX_SSE_LINE_BYTES`].
-    fn push(&mut self, mut read: &[u8]) -> Result<(), BodyReadError> {
-        while let Some(&first) = read.first() {
-            if std::mem::take(&mut self.after_cr) && first == b'\n' {
-                read = &read[1..];
-                continue;
-            }
-            let end = read.iter().position(|&c| c == b'\n' || c == b'\r');
-            let len = end.unwrap_or(read.len());
-            if len > 0 {
-                if self.line == 0 {
-                    self.comment = first == b':';
-                }
-                self.line += len;
-                let held = if self.comment {
-                    self.line
-                } else {
-                    self.event + self.line
-                };
-                if held > MAX_SSE_LINE_BYTES {
-                    return Err(BodyReadError::LineTooLong);
-                }
-            }
-            let Some(end) = end else { break };
-            if self.line == 0 {
-                self.event = 0;
-            } else if !self.comment {
-                self.event += self.line;
-            }
-            self.line = 0;
-            self.after_cr = read[end] == b'\r';
-            read = &read[end + 1..];
-        }
-        Ok(())
-    }
-}
-
-/// The failure of an SSE body that stopped with `e`: `SSE_LINE_TOO_LONG` for an oversized line,
-/// else `TRANSPORT`.
-fn body_failure(route: &str, url: &str, e: &sse_stream::Error) -> LlmFailure {
-    let too_long = match e {
-        sse_stream::Error::Body(b) => {
-            matches!(b.downcast_ref(), Some(BodyReadError::LineTooLong))
-        }
-        _ => false,
-    };
-    if too_long {
-        return LlmFailure::new(
-            SSE_LINE_TOO_LONG,
-            format!(
-                "{route}: POST {url}: the provider sent an SSE line or event longer than \
-                 {MAX_SSE_LINE_BYTES} bytes; dsh stops reading the response"
-            ),
-        );
-    }
-    LlmFailure::new(
-        codes::TRANSPORT,
-        format!("{route}: POST {url}: the response body failed: {e}"),
-    )
-}
-
-/// Waits for the next SSE event under the idle watchdog (any received bytes, including
-/// keep-alive comments, restart the timer). `Err(())` = the watchdog fired.
-async fn next_event(
-    s: &mut Streaming,
-) -> Result<Option<Result<sse_stream::Sse, sse_stream::Error>>, ()> {
-    loop {
-        let before = s.activity.load(Ordering::Relaxed);
-        match tokio::time::timeout(s.idle, s.events.next()).await {
-            Ok(v) => return Ok(v),
-            Err(_) => {
-                if s.activity.load(Ordering::Relaxed) == before {
-                    return Err(());
-                }
-            }
-        }
-    }
+    dsh_llm_http::warn_invalid_utf8(inner.notices.get(), session_id, route, url);
 }
 
 impl Run {
@@ -724,7 +395,7 @@ impl Run {
                     let ev = tokio::select! {
                         biased;
                         () = signal.cancelled() => None,
-                        ev = next_event(&mut s) => Some(ev),
+                        ev = s.body.next_event(s.idle) => Some(ev),
                     };
                     match ev {
                         None => s.tr.finish_with(aborted(), true, &mut out),
@@ -743,9 +414,7 @@ impl Run {
                             }
                         }
                     }
-                    if !s.warned_utf8
-                        && s.utf8.lock().unwrap_or_else(|e| e.into_inner()).replaced() > 0
-                    {
+                    if !s.warned_utf8 && s.body.replaced() > 0 {
                         s.warned_utf8 = true;
                         warn_invalid_utf8(&s.inner, s.session_id.as_deref(), &s.route, &s.url);
                     }
@@ -899,60 +568,4 @@ pub fn parse_model_list(route: &RouteConfig, body: &str) -> Result<Vec<ModelInfo
                 .unwrap_or_else(|| ModelInfo::new(id)))
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn feed(reads: &[&[u8]]) -> Result<(), BodyReadError> {
-        let mut g = LineGuard::default();
-        reads.iter().try_for_each(|r| g.push(r))
-    }
-
-    #[test]
-    fn the_line_guard_counts_lines_and_events_and_resets_on_blank_lines() {
-        let big = vec![b'a'; MAX_SSE_LINE_BYTES / 2];
-        let mut line = b"data: ".to_vec();
-        line.extend_from_slice(&big);
-        // two half-cap data lines in two events (LF, CRLF, CR blank lines): fine
-        for sep in [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"] {
-            assert!(feed(&[&line, sep, &line, sep]).is_ok());
-        }
-        // a CRLF split across reads is one line end, not a blank line
-        assert!(matches!(
-            feed(&[&line, b"\r", b"\n", &line, b"\n", &line, b"\n"]),
-            Err(BodyReadError::LineTooLong)
-        ));
-        // comments do not add to the event but are bounded as lines
-        assert!(feed(&[b":", &big, b"\n:", &big, b"\n:", &big, b"\n\n"]).is_ok());
-        let long = vec![b'x'; MAX_SSE_LINE_BYTES];
-        assert!(feed(&[&long, b"\n"]).is_ok());
-        assert!(matches!(
-            feed(&[&long, b"x"]),
-            Err(BodyReadError::LineTooLong)
-        ));
-        assert!(matches!(
-            feed(&[b":", &long]),
-            Err(BodyReadError::LineTooLong)
-        ));
-    }
-
-    #[test]
-    fn urls_are_shown_without_their_user_info() {
-        assert_eq!(
-            redact_url("http://user:s3cret@127.0.0.1:18801/v1"),
-            "http://user:***@127.0.0.1:18801/v1"
-        );
-        assert_eq!(redact_url("https://tok@h"), "https://***@h");
-        assert_eq!(redact_url("https://h/p@q"), "https://h/p@q");
-        assert_eq!(redact_url("notaurl"), "notaurl");
-        assert_eq!(
-            scrub_userinfo(
-                "for url (http://user:s3cret@h/) and s3cret",
-                "http://user:s3cret@h"
-            ),
-            "for url (http://user:***@h/) and ***"
-        );
-    }
 }

@@ -5,12 +5,19 @@
 //! (failure code `MISSING_CREDENTIAL`; adapter contract item 5 for the idle watchdog).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use dsh_llm::ModelInfo;
+use dsh_llm_http::{
+    ModelEntry, ModelSpec, ProviderFormat, ProviderSettings, RouteTimeouts, Timeouts,
+    base_url_problem, redact_url,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::errors::DeepSeekError;
+
+/// Route ids of the built-in Anthropic-format routes (served by `dsh-llm-anthropic`): a
+/// `[providers.<id>]` table with one of these ids tunes that route and is not an
+/// OpenAI-compatible route of this plugin.
+pub const ANTHROPIC_BUILTIN_ROUTES: [&str; 2] = ["anthropic", "deepseek-anthropic"];
 
 /// Route id of the official DeepSeek endpoint.
 pub const DEEPSEEK_ROUTE: &str = "deepseek";
@@ -171,24 +178,10 @@ impl RouteConfig {
             url: redact_url(&self.base_url),
             reason,
         };
-        let url = reqwest::Url::parse(self.base_url.trim()).map_err(|e| bad(e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad(format!(
-                "the scheme is {:?}; expected http or https",
-                url.scheme()
-            )));
+        match base_url_problem(&self.base_url, "/chat/completions") {
+            Some(reason) => Err(bad(reason)),
+            None => Ok(()),
         }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(bad("it has no host".to_owned()));
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(bad(
-                "it has a query or a fragment (dsh appends /chat/completions to the \
-                 base URL, so it must end with its path)"
-                    .to_owned(),
-            ));
-        }
-        Ok(())
     }
 
     /// Checks that no timeout in force for this route (its overrides over `defaults`) is 0,
@@ -232,48 +225,6 @@ impl RouteConfig {
         }
         Ok(())
     }
-}
-
-/// `url` as dsh shows it in messages, errors and notices: a user-info part (`user:password@`
-/// or `token@` before the host) becomes `user:***@` / `***@`; anything else is unchanged, even
-/// when `url` does not parse. The request itself still uses the URL as configured (reqwest
-/// sends its user info as HTTP Basic credentials). See docs/upstream/deepseek.md (Base URL).
-pub fn redact_url(url: &str) -> String {
-    match userinfo(url) {
-        Some((start, end, shown)) => format!("{}{shown}{}", &url[..start], &url[end..]),
-        None => url.to_owned(),
-    }
-}
-
-/// The byte range of `url`'s user info (without the `@`) and its redacted form.
-fn userinfo(url: &str) -> Option<(usize, usize, String)> {
-    let start = url.find("://")? + 3;
-    let authority_len = url[start..]
-        .find(['/', '?', '#'])
-        .unwrap_or(url.len() - start);
-    let at = url[start..start + authority_len].rfind('@')? + start;
-    let info = &url[start..at];
-    let shown = match info.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_owned(),
-    };
-    Some((start, at, shown))
-}
-
-/// `text` with the user info of `base_url` (as configured) replaced by its redacted form, and
-/// its password (when at least 4 bytes long) by `***` wherever else it appears.
-pub(crate) fn scrub_userinfo(text: &str, base_url: &str) -> String {
-    let Some((start, end, shown)) = userinfo(base_url) else {
-        return text.to_owned();
-    };
-    let raw = &base_url[start..end];
-    let mut out = text.replace(&format!("{raw}@"), &format!("{shown}@"));
-    if let Some((_, password)) = raw.split_once(':')
-        && password.len() >= 4
-    {
-        out = out.replace(password, "***");
-    }
-    out
 }
 
 /// Per-route wire quirks. JSON (snake_case, all defaulted): see the fields.
@@ -322,77 +273,12 @@ impl Quirks {
 
 /// The plugin's settings section as a user writes it: the `[providers]` table, route id →
 /// [`ProviderSettings`]. The entry `deepseek` (or `deepseek-official`) tunes the built-in route;
-/// every other entry adds an OpenAI-compatible route.
+/// every other entry adds an OpenAI-compatible route, except those with `format = "anthropic"`
+/// and the built-in Anthropic routes ([`ANTHROPIC_BUILTIN_ROUTES`]), which the Anthropic plugin
+/// serves from the same table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct ProviderTable(pub BTreeMap<String, ProviderSettings>);
-
-/// One `[providers.<id>]` table (snake_case, every key optional).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct ProviderSettings {
-    /// Base URL up to (not including) `/chat/completions`, e.g. `http://127.0.0.1:8080/v1`.
-    /// Required for a new route; for `deepseek` it replaces the official endpoint.
-    pub base_url: Option<String>,
-    /// Name of the environment variable holding the API key (omit for local servers).
-    pub api_key_env: Option<String>,
-    /// Models this route serves: ids, or catalog entries with limits.
-    pub models: Vec<ModelSpec>,
-    /// Human name.
-    pub display_name: Option<String>,
-    /// Send recorded reasoning back as `reasoning_content` on assistant tool-call messages
-    /// (default false for a new route, true for `deepseek`): for gateways in front of a
-    /// DeepSeek-style thinking model that needs it back.
-    pub send_reasoning_content: Option<bool>,
-    /// Deprecated: `true` is the default now (a new route never receives `reasoning_content`
-    /// unless `send_reasoning_content = true`); `true` here overrides that.
-    pub omit_reasoning_content: Option<bool>,
-    /// Register the route at all (default true; `false` on `deepseek` drops the built-in route).
-    pub enabled: Option<bool>,
-    /// TCP/TLS connect timeout in milliseconds (default 10,000).
-    pub connect_timeout_ms: Option<u64>,
-    /// From sending the request to the response headers, in milliseconds (default 180,000).
-    pub first_byte_timeout_ms: Option<u64>,
-    /// Longest silence while the body streams, in milliseconds (default 300,000); SSE
-    /// keep-alive comments count as data.
-    pub stream_idle_timeout_ms: Option<u64>,
-}
-
-impl ProviderSettings {
-    /// This table's timeout keys as route overrides.
-    pub fn timeouts(&self) -> RouteTimeouts {
-        RouteTimeouts {
-            connect_ms: self.connect_timeout_ms,
-            first_byte_ms: self.first_byte_timeout_ms,
-            idle_ms: self.stream_idle_timeout_ms,
-        }
-    }
-}
-
-/// A model as listed under `[providers.<id>] models`: an id or a full catalog entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum ModelSpec {
-    /// Just the id.
-    Id(String),
-    /// An entry with limits.
-    Entry(ModelEntry),
-}
-
-impl ModelSpec {
-    fn entry(&self) -> ModelEntry {
-        match self {
-            Self::Id(id) => ModelEntry {
-                id: id.clone(),
-                context_window: None,
-                max_output_tokens: None,
-                default_max_tokens: None,
-                reasoning_efforts: Vec::new(),
-            },
-            Self::Entry(e) => e.clone(),
-        }
-    }
-}
 
 impl ProviderTable {
     /// The adapter settings these tables describe. `base_url_env` is the value of
@@ -417,7 +303,10 @@ impl ProviderTable {
                 settings.official.timeouts = p.timeouts();
                 continue;
             }
-            if p.enabled == Some(false) {
+            if p.enabled == Some(false)
+                || p.format() == ProviderFormat::Anthropic
+                || ANTHROPIC_BUILTIN_ROUTES.contains(&id.as_str())
+            {
                 continue;
             }
             let mut route =
@@ -431,40 +320,6 @@ impl ProviderTable {
             settings.routes.push(route);
         }
         settings
-    }
-}
-
-/// One catalog model. JSON: `{"id","context_window"?,"max_output_tokens"?,
-/// "default_max_tokens"?,"reasoning_efforts"?}` (tokens).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ModelEntry {
-    /// Model id.
-    pub id: String,
-    /// Context window (tokens).
-    #[serde(default)]
-    pub context_window: Option<u64>,
-    /// Largest output (tokens, reasoning included).
-    #[serde(default)]
-    pub max_output_tokens: Option<u64>,
-    /// `max_tokens` materialised when the call sets none (tokens).
-    #[serde(default)]
-    pub default_max_tokens: Option<u64>,
-    /// Accepted reasoning efforts, first = default.
-    #[serde(default)]
-    pub reasoning_efforts: Vec<String>,
-}
-
-impl ModelEntry {
-    /// As the shared [`ModelInfo`].
-    pub fn to_info(&self) -> ModelInfo {
-        ModelInfo {
-            id: self.id.clone(),
-            context_window: self.context_window,
-            max_output_tokens: self.max_output_tokens,
-            default_max_tokens: self.default_max_tokens,
-            reasoning_efforts: self.reasoning_efforts.clone(),
-        }
     }
 }
 
@@ -482,99 +337,4 @@ pub fn deepseek_catalog() -> Vec<ModelEntry> {
             reasoning_efforts: vec!["high".to_owned(), "max".to_owned(), "off".to_owned()],
         })
         .collect()
-}
-
-/// Timeouts in milliseconds. JSON: `{"connect_ms","first_byte_ms","idle_ms"}`.
-///
-/// The defaults every route starts from (see docs/upstream/deepseek.md, Timeouts): connect
-/// 10 s, first byte (the response headers) 180 s, stream idle 300 s. An elapsed timeout is the
-/// retryable failure `TIMEOUT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Timeouts {
-    /// TCP/TLS connect (default 10,000 ms).
-    pub connect_ms: u64,
-    /// From sending the request to the response headers (default 180,000 ms).
-    pub first_byte_ms: u64,
-    /// Idle watchdog between body reads (default 300,000 ms = 5 min); received bytes of any
-    /// kind, SSE keep-alive comments included, count as activity.
-    pub idle_ms: u64,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect_ms: 10_000,
-            first_byte_ms: 180_000,
-            idle_ms: 300_000,
-        }
-    }
-}
-
-/// One route's timeout overrides in milliseconds; `None` keeps the adapter-wide default
-/// ([`DeepSeekSettings::timeouts`]). JSON: `{"connect_ms"?,"first_byte_ms"?,"idle_ms"?}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RouteTimeouts {
-    /// Connect timeout override (ms).
-    pub connect_ms: Option<u64>,
-    /// First-byte timeout override (ms).
-    pub first_byte_ms: Option<u64>,
-    /// Stream-idle timeout override (ms).
-    pub idle_ms: Option<u64>,
-}
-
-impl RouteTimeouts {
-    /// The timeouts in force: each override, else the field of `defaults`.
-    pub fn resolve(&self, defaults: Timeouts) -> Timeouts {
-        Timeouts {
-            connect_ms: self.connect_ms.unwrap_or(defaults.connect_ms),
-            first_byte_ms: self.first_byte_ms.unwrap_or(defaults.first_byte_ms),
-            idle_ms: self.idle_ms.unwrap_or(defaults.idle_ms),
-        }
-    }
-}
-
-/// Resolves credential references (env var names) to secrets, at call time.
-pub trait CredentialSource: Send + Sync + 'static {
-    /// The secret named `name`; `None` when unset or empty.
-    fn resolve(&self, name: &str) -> Option<String>;
-}
-
-/// Reads credentials from the process environment.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct EnvCredentials;
-
-impl CredentialSource for EnvCredentials {
-    fn resolve(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-    }
-}
-
-/// A fixed map of credentials (tests, embedding).
-#[derive(Clone, Default)]
-pub struct StaticCredentials(BTreeMap<String, String>);
-
-impl std::fmt::Debug for StaticCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.keys()).finish()
-    }
-}
-
-impl StaticCredentials {
-    /// From `(name, secret)` pairs.
-    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Arc<Self> {
-        Arc::new(Self(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
-        ))
-    }
-}
-
-impl CredentialSource for StaticCredentials {
-    fn resolve(&self, name: &str) -> Option<String> {
-        self.0.get(name).filter(|v| !v.is_empty()).cloned()
-    }
 }

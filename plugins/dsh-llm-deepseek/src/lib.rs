@@ -7,6 +7,9 @@
 //! See docs/upstream/llm.md and docs/upstream/deepseek.md (with the streaming bug cases BC-01,
 //! BC-02, BC-04, BC-05, BC-07, BC-09).
 //!
+//! The HTTP plumbing (client, redirects, timeouts, bounded SSE, UTF-8 repair, failure mapping)
+//! lives in the seam crate `dsh-llm-http`, shared with `dsh-llm-anthropic`.
+//!
 //! Configuration: the settings section `dsh-llm-deepseek` deserializes into
 //! [`DeepSeekSettings`] (every field defaulted). Routes: `deepseek` (alias `deepseek-official`,
 //! base `https://api.deepseek.com`, key env `DEEPSEEK_API_KEY`) plus any user routes.
@@ -22,22 +25,22 @@ mod errors;
 mod parse;
 mod plugin;
 mod request;
-mod utf8;
 
-pub use adapter::{
-    DeepSeekAdapter, MAX_REDIRECTS, MAX_SSE_LINE_BYTES, NoticeFn, ProviderNotice,
-    SSE_LINE_TOO_LONG, USER_AGENT, parse_model_list,
-};
+pub use adapter::{DeepSeekAdapter, parse_model_list};
 pub use config::{
-    CredentialSource, DEEPSEEK_BASE_URL, DEEPSEEK_KEY_ENV, DEEPSEEK_OFFICIAL_ALIAS, DEEPSEEK_ROUTE,
-    DeepSeekSettings, EnvCredentials, ModelEntry, ModelSpec, OfficialRoute, ProviderSettings,
-    ProviderTable, Quirks, RouteConfig, RouteTimeouts, StaticCredentials, Timeouts,
-    deepseek_catalog, redact_url,
+    ANTHROPIC_BUILTIN_ROUTES, DEEPSEEK_BASE_URL, DEEPSEEK_KEY_ENV, DEEPSEEK_OFFICIAL_ALIAS,
+    DEEPSEEK_ROUTE, DeepSeekSettings, OfficialRoute, ProviderTable, Quirks, RouteConfig,
+    deepseek_catalog,
 };
-pub use errors::{
-    DeepSeekError, SATURATED_WAIT_MS, http_failure, is_context_overflow, retry_after_ms,
-    retry_after_ms_at, retry_after_ms_header,
+/// The HTTP plumbing this adapter is built on, shared with the other provider plugins (see
+/// `dsh-llm-http`); re-exported so this crate's API stays whole.
+pub use dsh_llm_http::{
+    CredentialSource, EnvCredentials, MAX_REDIRECTS, MAX_SSE_LINE_BYTES, ModelEntry, ModelSpec,
+    NoticeFn, ProviderFormat, ProviderNotice, ProviderSettings, RouteTimeouts, SATURATED_WAIT_MS,
+    SSE_LINE_TOO_LONG, StaticCredentials, Timeouts, USER_AGENT, http_failure, is_context_overflow,
+    redact_url, retry_after_ms, retry_after_ms_at, retry_after_ms_header,
 };
+pub use errors::DeepSeekError;
 pub use parse::{
     CompletionDetails, Progress, PromptDetails, StreamTranslator, WireUsage, estimate_tokens,
     translate_sse_bytes, try_again_hint_ms,

@@ -739,7 +739,7 @@ pub fn try_again_hint_ms(text: &str) -> Option<u64> {
     } else {
         n * 1000.0
     };
-    (ms > 0.0).then(|| crate::errors::saturating_ms(ms))
+    (ms > 0.0).then(|| dsh_llm_http::saturating_ms(ms))
 }
 
 /// Translates a complete SSE body held in memory (no HTTP): decodes it with

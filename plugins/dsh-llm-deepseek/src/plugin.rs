@@ -10,10 +10,13 @@ use std::sync::Arc;
 use dsh_kernel::Context;
 use dsh_llm::LlmService;
 
-use crate::adapter::{DeepSeekAdapter, ProviderNotice};
+pub use dsh_llm_http::LlmProviderNotice;
+
+use crate::adapter::DeepSeekAdapter;
 use crate::config::ProviderTable;
 
-/// This plugin's id and settings-section name.
+/// This plugin's id and settings-section name (also [`dsh_llm_http::PROVIDERS_SECTION`]: this
+/// plugin declares the `[providers]` table for every provider plugin).
 pub const PLUGIN_ID: &str = "dsh-llm-deepseek";
 
 /// Errors: invalid settings (`INVALID_SETTINGS` from the kernel or [`crate::DeepSeekError`]),
@@ -31,12 +34,6 @@ fn apply(ctx: &Context) -> Result<(), dsh_kernel::BoxError> {
         .detach();
     ctx.provide(adapter)?.detach();
     Ok(())
-}
-
-dsh_kernel::event! {
-    /// `llm/provider-notice` (emit): something about a running call the user should see (the
-    /// provider sent invalid UTF-8). Not logged; `dsh` prints it on stderr.
-    pub struct LlmProviderNotice: emit("llm/provider-notice") => ProviderNotice;
 }
 
 dsh_kernel::plugin! {

@@ -298,3 +298,73 @@ fn a_gap_rebuilds_from_the_whole_log() {
     assert_eq!(m.measure(&s), TokenMeter::measure_events(&events));
     assert_eq!(m.next_seq(), 7);
 }
+
+#[test]
+fn an_estimated_usage_is_never_an_anchor() {
+    let estimated = TokenUsage {
+        estimated: true,
+        ..usage(100, 30, 20)
+    };
+    // Only an estimated usage: the heuristic alone (15 + 10 + 13 + 14 = 52).
+    let s = Session::create("s", None, None).unwrap();
+    s.append(EventType::REQUEST_HEADER, header("You are dsh."), None)
+        .unwrap();
+    start(&s, 1, "abcdefgh");
+    tool_step(&s, 1, 1, "hello", Some(estimated));
+    let mut m = TokenMeter::new();
+    let got = m.measure(&s);
+    assert_eq!(got.baseline, Baseline::Estimated);
+    assert_eq!(got.surface_delta_tokens, 0);
+    assert_eq!(got.total_tokens, 52);
+
+    // A provider-reported anchor, then a later call whose usage is only estimated: the
+    // latest call has no provider figure, so the older anchor no longer applies.
+    let s = Session::create("t", None, None).unwrap();
+    s.append(EventType::REQUEST_HEADER, header("You are dsh."), None)
+        .unwrap();
+    start(&s, 1, "abcdefgh");
+    tool_step(&s, 1, 1, "hello", Some(usage(100, 30, 20)));
+    let mut m = TokenMeter::new();
+    assert_eq!(m.measure(&s).total_tokens, 164);
+    tool_step(&s, 1, 2, "hello", Some(estimated));
+    let got = m.measure(&s);
+    assert_eq!(got.baseline, Baseline::Estimated);
+    assert_eq!(got.total_tokens, 52 + 13 + 14);
+
+    // The same usage chunk fallback: an estimated `assistant/chunk` usage anchors nothing.
+    let s = Session::create("u", None, None).unwrap();
+    s.append(EventType::REQUEST_HEADER, header("You are dsh."), None)
+        .unwrap();
+    start(&s, 1, "abcdefgh");
+    let sd = StepData { turn: 1, step: 1 };
+    s.append(EventType::STEP_START, EventData::StepStart(sd), None)
+        .unwrap();
+    s.append(
+        EventType::ASSISTANT_CHUNK,
+        EventData::AssistantChunk(AssistantChunkData {
+            turn: 1,
+            step: 1,
+            chunk: StreamChunk::Usage { usage: estimated },
+        }),
+        None,
+    )
+    .unwrap();
+    s.append(
+        EventType::ASSISTANT_MESSAGE,
+        EventData::AssistantMessage(AssistantMessageData {
+            turn: 1,
+            step: 1,
+            message: Arc::new(Message::assistant(
+                vec![ContentBlock::text("done")],
+                "deepseek",
+                "deepseek-v4-flash",
+                None,
+            )),
+            usage: None,
+            interrupted: None,
+        }),
+        Some(SurfaceIntent::append()),
+    )
+    .unwrap();
+    assert_eq!(TokenMeter::new().measure(&s).baseline, Baseline::Estimated);
+}

@@ -1,7 +1,7 @@
 //! Text helpers of the session commands: UTC timestamps and clipping.
 
 /// `YYYY-MM-DD HH:MM` (UTC) of an epoch-ms timestamp.
-pub(super) fn fmt_utc(ms: u64) -> String {
+pub(crate) fn fmt_utc(ms: u64) -> String {
     let secs = ms / 1000;
     let days = i64::try_from(secs / 86_400).unwrap_or(0);
     let rem = secs % 86_400;

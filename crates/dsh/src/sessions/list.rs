@@ -1,5 +1,7 @@
 //! `dsh sessions list [--json]`: the seam's session summaries (first prompt and turn count from
-//! the parsed events), newest first by last activity, then creation time, then id.
+//! the parsed events), newest first by last activity, then creation time, then id
+//! (`dsh_persistence::sort_by_activity`, the order `/sessions` uses too). A fork is marked
+//! `fork of <parent id>` in the table and carries `parentSession` in the JSON.
 
 use dsh_kernel::ErrorCode;
 use std::fmt::Write as _;
@@ -18,12 +20,7 @@ pub(super) fn run(storage: &Storage, json: bool) -> Result<i32> {
         .store()?
         .summaries()
         .map_err(|e| anyhow!("listing sessions: {e} ({})", e.code()))?;
-    rows.sort_by(|a, b| {
-        b.last_activity
-            .cmp(&a.last_activity)
-            .then(b.header.created_at.cmp(&a.header.created_at))
-            .then(a.header.id.cmp(&b.header.id))
-    });
+    dsh_persistence::sort_by_activity(&mut rows);
     emit(&render(&rows, json));
     Ok(0)
 }
@@ -67,11 +64,14 @@ fn render(rows: &[SessionSummary], json: bool) -> String {
         "ID", "LAST ACTIVITY", "TURNS"
     );
     for r in rows {
-        let title = if r.title.is_empty() {
+        let mut title = if r.title.is_empty() {
             "(no prompt)".to_owned()
         } else {
             clip(&r.title, 60)
         };
+        if let Some(parent) = &r.header.parent_session {
+            title = format!("{title}  [fork of {parent}]");
+        }
         let _ = writeln!(
             out,
             "{:<id_w$}  {:<16}  {:>5}  {}  ({})",

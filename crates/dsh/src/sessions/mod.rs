@@ -3,9 +3,14 @@
 //! business, and which backend reads a standalone file is decided by the registered backends.
 //!
 //! - `list [--json]` ([`list`]): the seam's session summaries, newest first by last activity.
-//! - `show ID [--json]` ([`show`]): a readable transcript, or every event as a JSON line (the
-//!   `inspect` view: stored events plus the in-memory crash-repair closers a load would add).
-//! - `fork ID [--at SEQ]` ([`fork`]): a new stored session seeded with the prefix through `SEQ`.
+//! - `show ID [--json] [--seq]` ([`show`]): a readable transcript (with `--seq`, each line
+//!   prefixed by its event's seq), or every event as a JSON line (the `inspect` view: stored
+//!   events plus the in-memory crash-repair closers a load would add).
+//! - `fork ID [--at SEQ | --turn N]` ([`fork`]): a new stored session seeded with the prefix
+//!   through `SEQ`, or through the `turn/end` of turn `N`.
+//!
+//! `ID` may be any unambiguous prefix of a stored session's id (`show`, `fork`, `export`,
+//! `delete`; `Storage::resolve_id`).
 //! - `verify PATH [--json]` ([`verify`]): checks a session file read-only (or, when `PATH` is not
 //!   a file, the stored session of that id); exit 0 only for a clean log, 1 otherwise.
 //! - `import PATH` ([`import`]): stores such a file under its header id, repaired like a load.
@@ -25,6 +30,8 @@ mod import;
 mod list;
 mod show;
 mod verify;
+
+pub(crate) use fmt::fmt_utc;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -52,14 +59,22 @@ pub enum SessionsCommand {
         /// The session's events as JSON lines instead.
         #[arg(long)]
         json: bool,
+        /// Prefix each line of the transcript with the seq of the event it shows (`#12`), for
+        /// `fork --at SEQ`.
+        #[arg(long)]
+        seq: bool,
     },
     /// Fork a stored session into a new one seeded with a prefix of its log.
     Fork {
         /// Session id.
         id: String,
         /// Last seq of the prefix (inclusive; default: the last event).
-        #[arg(long, value_name = "SEQ")]
+        #[arg(long, value_name = "SEQ", conflicts_with = "turn")]
         at: Option<u64>,
+        /// Fork after turn N (through its `turn/end`; turns count from 1 as `show` numbers
+        /// them).
+        #[arg(long, value_name = "N")]
+        turn: Option<u64>,
     },
     /// Check a session file (read-only); exit 0 only when it loads cleanly.
     Verify {
@@ -89,6 +104,12 @@ pub enum SessionsCommand {
         /// Session id.
         id: String,
     },
+    /// Compact an idle stored session now (summarise its older history with the model);
+    /// `BUSY` (exit 1) while another process holds it.
+    Compact {
+        /// Session id.
+        id: String,
+    },
 }
 
 /// Runs a session subcommand; returns the process exit code (0 ok, 1 failure/not clean,
@@ -99,14 +120,24 @@ pub enum SessionsCommand {
 /// ([`UsageError`]).
 pub async fn run(config: Config, cmd: SessionsCommand) -> Result<i32> {
     let storage = Storage::open(&config).await?;
+    // A session may be named by any unambiguous prefix of its id.
+    let resolved = |id: &str| storage.resolve_id(id);
     let result = match cmd {
         SessionsCommand::List { json } => list::run(&storage, json),
-        SessionsCommand::Show { id, json } => show::run(&storage, &id, json),
-        SessionsCommand::Fork { id, at } => fork::run(&storage, &id, at),
+        SessionsCommand::Show { id, json, seq } => {
+            resolved(&id).and_then(|id| show::run(&storage, &id, json, seq))
+        }
+        SessionsCommand::Fork { id, at, turn } => {
+            resolved(&id).and_then(|id| fork::run(&storage, &id, at, turn))
+        }
         SessionsCommand::Verify { path, json } => verify::run(&storage, &path, json),
         SessionsCommand::Import { path } => import::run(&storage, &path),
-        SessionsCommand::Export { id, to } => export::run(&storage, &id, &to),
-        SessionsCommand::Delete { id } => delete::run(&storage, &id),
+        SessionsCommand::Export { id, to } => {
+            resolved(&id).and_then(|id| export::run(&storage, &id, &to))
+        }
+        SessionsCommand::Delete { id } => resolved(&id).and_then(|id| delete::run(&storage, &id)),
+        // Dispatched by the command line before the store is opened (it boots the harness).
+        SessionsCommand::Compact { .. } => Ok(crate::exit::USAGE),
     };
     storage.close().await;
     result

@@ -1,6 +1,7 @@
-//! `dsh sessions show ID [--json]`: a readable transcript of the seam's `inspect` view (stored
-//! events plus the in-memory crash-repair closers a load would add), or every event as a JSON
-//! line.
+//! `dsh sessions show ID [--json] [--seq]`: a readable transcript of the seam's `inspect` view
+//! (stored events plus the in-memory crash-repair closers a load would add), or every event as a
+//! JSON line. With `--seq`, every transcript line starts with the seq of the event it shows
+//! (`#12  > prompt`), the number `sessions fork --at SEQ` takes.
 
 use std::fmt::Write as _;
 
@@ -14,7 +15,7 @@ use super::{emit, storage_error};
 use crate::app::Storage;
 
 /// Runs `show`.
-pub(super) fn run(storage: &Storage, id: &str, json: bool) -> Result<i32> {
+pub(super) fn run(storage: &Storage, id: &str, json: bool, seq: bool) -> Result<i32> {
     let loaded = storage
         .store()?
         .inspect(id)
@@ -27,15 +28,24 @@ pub(super) fn run(storage: &Storage, id: &str, json: bool) -> Result<i32> {
         }
         emit(&out);
     } else {
-        emit(&transcript(&loaded.header, &loaded.events));
+        let catalog = crate::usage::catalog(&storage.root());
+        let usage = crate::usage::turns(&loaded.events, &catalog);
+        emit(&transcript(&loaded.header, &loaded.events, seq, &usage));
     }
     Ok(0)
 }
 
-fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
-    let mut out = String::new();
+/// The transcript; with `seq`, each non-empty line of an event starts with `#<seq>` padded to
+/// the widest seq; each turn end is followed by its usage line from `usage`.
+fn transcript(
+    header: &SessionHeader,
+    events: &[SessionEvent],
+    seq: bool,
+    usage: &[dsh_usage::TurnUsage],
+) -> String {
+    let mut head = String::new();
     let _ = writeln!(
-        out,
+        head,
         "session {}  created {} UTC  cwd {}",
         header.id,
         fmt_utc(header.created_at),
@@ -43,12 +53,15 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
     );
     if let Some(p) = &header.parent_session {
         let _ = writeln!(
-            out,
+            head,
             "forked from {p} (seed: {} events)",
             header.seed_length.unwrap_or(0)
         );
     }
+    let width = events.last().map_or(1, |e| e.seq.to_string().len()) + 1;
+    let mut all = head;
     for e in events {
+        let mut out = String::new();
         match &e.data {
             EventData::TurnStart(t) => {
                 let _ = writeln!(out, "\n── turn {}", t.turn);
@@ -118,8 +131,25 @@ fn transcript(header: &SessionHeader, events: &[SessionEvent]) -> String {
             },
             _ => {}
         }
+        // the turn's usage and cost
+        if let EventData::TurnEnd(t) = &e.data
+            && let Some(line) = crate::usage::turn_line(usage, t.turn)
+        {
+            let _ = writeln!(out, "{line}");
+        }
+        if seq {
+            for line in out.split_inclusive('\n') {
+                if line.trim().is_empty() {
+                    all.push_str(line);
+                } else {
+                    let _ = write!(all, "{:<width$}  {line}", format!("#{}", e.seq));
+                }
+            }
+        } else {
+            all.push_str(&out);
+        }
     }
-    out
+    all
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! Non-streaming bodies (fixtures 9, 10, 18) are served as `application/json` answers to a
 //! streaming request (a server that ignored `stream:true`).
 //!
-//! Skipped: `ds_anthropic_stream_thinking_tool_use.sse` / `ds_anthropic_error_400_*.json`
-//! (no Anthropic-format adapter exists yet).
+//! Not here: `ds_anthropic_stream_thinking_tool_use.sse` / `ds_anthropic_error_400_*.json` are
+//! the Anthropic format, tested by `dsh-llm-anthropic` (its `wire` tests).
 
 use dsh_llm::{FinishReason, Message, StreamChunk, codes};
 use dsh_llm_deepseek::{DeepSeekSettings, parse_model_list};
@@ -358,7 +358,8 @@ fn every_sse_fixture_is_covered_or_skipped() {
         "llamacpp_stream_tool_result_answer.sse",
         "llamacpp_stream_error_midstream.sse",
     ];
-    let skipped = ["ds_anthropic_stream_thinking_tool_use.sse"];
+    // the Anthropic format: covered by dsh-llm-anthropic's wire tests
+    let other_format = ["ds_anthropic_stream_thinking_tool_use.sse"];
     let mut found: Vec<String> = std::fs::read_dir(shared("fixtures/wire"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -367,7 +368,7 @@ fn every_sse_fixture_is_covered_or_skipped() {
     found.sort();
     let mut listed: Vec<String> = covered
         .iter()
-        .chain(skipped.iter())
+        .chain(other_format.iter())
         .map(|s| (*s).to_owned())
         .collect();
     listed.sort();

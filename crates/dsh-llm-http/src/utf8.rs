@@ -1,7 +1,8 @@
 //! Lossy, incremental UTF-8 repair of the provider's byte stream: every invalid sequence becomes
 //! U+FFFD (as `String::from_utf8_lossy` would do on the whole body), sequences split across
 //! network reads are carried over, and the number of replacements is counted so the adapter can
-//! warn once per response. See docs/upstream/deepseek.md (Invalid UTF-8).
+//! warn once per response. See docs/upstream/deepseek.md (Invalid UTF-8); every HTTP provider
+//! plugin uses it.
 
 use bytes::Bytes;
 
@@ -10,7 +11,7 @@ const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
 
 /// The decoder state of one response body.
 #[derive(Debug, Default)]
-pub(crate) struct Utf8Repair {
+pub struct Utf8Repair {
     /// The incomplete sequence at the end of the previous read (at most 3 bytes).
     carry: Vec<u8>,
     /// Replacement characters written so far.
@@ -19,13 +20,13 @@ pub(crate) struct Utf8Repair {
 
 impl Utf8Repair {
     /// Replacement characters written so far.
-    pub(crate) fn replaced(&self) -> u64 {
+    pub fn replaced(&self) -> u64 {
         self.replaced
     }
 
     /// The valid UTF-8 of `read`, prefixed by the carried-over bytes; an incomplete sequence at
     /// its end is kept for the next read. A read that is valid on its own is returned as is.
-    pub(crate) fn push(&mut self, read: Bytes) -> Bytes {
+    pub fn push(&mut self, read: Bytes) -> Bytes {
         if self.carry.is_empty() && std::str::from_utf8(&read).is_ok() {
             return read;
         }
@@ -61,7 +62,7 @@ impl Utf8Repair {
     }
 
     /// The end of the body: a carried incomplete sequence becomes one U+FFFD.
-    pub(crate) fn finish(&mut self) -> Option<Bytes> {
+    pub fn finish(&mut self) -> Option<Bytes> {
         if self.carry.is_empty() {
             return None;
         }

@@ -1,0 +1,126 @@
+//! Matchers: which subjects (tool names, session-start sources) a hook group applies to.
+//!
+//! Both dialects: an absent matcher, `""` and `"*"` match everything. Claude Code: a matcher of
+//! only letters, digits, `_` and `|` is a list of exact names (`edit|write`); anything else is a
+//! regular expression searched anywhere in the subject (JavaScript's `RegExp.test`). Codex: every
+//! other matcher is a regular expression, searched the same way. A pattern longer than 512
+//! characters, or one that does not compile, is an error (the whole file is refused). See
+//! docs/upstream/hooks.md ("Matchers").
+
+use regex::Regex;
+
+use crate::config::Dialect;
+
+/// Longest accepted regular-expression matcher, in characters (as upstream).
+pub const MAX_MATCHER_CHARS: usize = 512;
+
+#[derive(Debug, Clone)]
+enum Kind {
+    All,
+    Exact(Vec<String>),
+    Regex(Regex),
+}
+
+/// A compiled matcher (keeps its source text for `hook/invoked` and `dsh hooks list`).
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    source: String,
+    kind: Kind,
+}
+
+impl Matcher {
+    /// Compiles `source` in `dialect` (rules in the module docs).
+    ///
+    /// # Errors
+    /// A message saying why the pattern is refused (too long, or the regex error).
+    pub fn compile(source: &str, dialect: Dialect) -> Result<Self, String> {
+        let kind = if source.is_empty() || source == "*" {
+            Kind::All
+        } else if dialect == Dialect::ClaudeCode
+            && source
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+        {
+            Kind::Exact(source.split('|').map(str::to_owned).collect())
+        } else if source.chars().count() > MAX_MATCHER_CHARS {
+            return Err(format!(
+                "the matcher is longer than {MAX_MATCHER_CHARS} characters"
+            ));
+        } else {
+            Kind::Regex(Regex::new(source).map_err(|e| {
+                // The regex error draws the pattern over several lines; its last line says
+                // what is wrong.
+                let text = e.to_string();
+                let why = text.lines().last().unwrap_or_default().trim();
+                let why = why.strip_prefix("error: ").unwrap_or(why);
+                format!("the matcher {source:?} is not a valid regex ({why})")
+            })?)
+        };
+        Ok(Self {
+            source: source.to_owned(),
+            kind,
+        })
+    }
+
+    /// The matcher as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `subject` (a tool name, a session-start source) matches.
+    pub fn matches(&self, subject: &str) -> bool {
+        match &self.kind {
+            Kind::All => true,
+            Kind::Exact(names) => names.iter().any(|n| n == subject),
+            Kind::Regex(re) => re.is_match(subject),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cc(s: &str) -> Matcher {
+        Matcher::compile(s, Dialect::ClaudeCode).unwrap()
+    }
+
+    #[test]
+    fn claude_code_rules() {
+        for all in ["", "*"] {
+            assert!(cc(all).matches("bash"));
+        }
+        let exact = cc("edit|write");
+        assert!(exact.matches("edit") && exact.matches("write"));
+        assert!(!exact.matches("edit_notebook") && !exact.matches("read"));
+        // Not only name characters: a regex, searched anywhere.
+        let re = cc("mcp__.*");
+        assert!(re.matches("mcp__github__list") && re.matches("x_mcp__y"));
+        assert!(!re.matches("bash"));
+        let anchored = cc("^(read|grep)$");
+        assert!(anchored.matches("grep") && !anchored.matches("greps"));
+    }
+
+    #[test]
+    fn codex_rules() {
+        let m = Matcher::compile("bash", Dialect::Codex).unwrap();
+        assert!(m.matches("bash") && m.matches("bash_output"));
+        assert!(Matcher::compile("*", Dialect::Codex).unwrap().matches("x"));
+    }
+
+    #[test]
+    fn refusals() {
+        let e = Matcher::compile("[unclosed", Dialect::ClaudeCode).unwrap_err();
+        assert!(
+            e.starts_with("the matcher \"[unclosed\" is not a valid regex"),
+            "{e}"
+        );
+        let long = format!("({})", "a.".repeat(300));
+        assert_eq!(
+            Matcher::compile(&long, Dialect::Codex).unwrap_err(),
+            "the matcher is longer than 512 characters"
+        );
+        // Lookbehind is not supported by the regex engine: refused, as upstream refuses it.
+        assert!(Matcher::compile("(?<=a)b", Dialect::ClaudeCode).is_err());
+    }
+}
