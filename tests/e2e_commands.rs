@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::e2e::{Replay, Sandbox, code, run, text};
+use common::e2e::{Replay, Sandbox, Shell, code, run, text};
 use serde_json::json;
 
 const HANG_LIMIT: Duration = Duration::from_secs(60);
@@ -99,4 +99,25 @@ fn a_skill_name_passes_through_and_an_unknown_name_lists_what_is_known() {
     );
     assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
     assert_eq!(first_prompt(&replay), "/etc/hosts looks odd");
+}
+
+#[test]
+fn the_interactive_shell_runs_custom_commands_and_reports_unknown_ones() {
+    let sb = sandbox();
+    let replay = Replay::start(json!([{"text": "reviewed"}]));
+    let mut shell = Shell::spawn(sb.dsh(&replay.url(), KEY, &[]));
+    shell.send("/nope");
+    let line = shell.wait_for("unknown command /nope", HANG_LIMIT);
+    assert_eq!(
+        line,
+        "unknown command /nope: not a command or skill (built-in: /compact, /exit, /help, /model, /new, /quit, /resume, /sessions; custom: /fix, /review; skills: /greet)"
+    );
+    shell.send("/review x.rs");
+    let (status, stderr) = shell.finish(HANG_LIMIT);
+    assert_eq!(code(status), 0, "{stderr}");
+    assert_eq!(replay.chat_requests().len(), 1, "{stderr}");
+    assert_eq!(
+        first_prompt(&replay),
+        "Review x.rs for bugs.\nStart with x.rs."
+    );
 }
