@@ -130,6 +130,30 @@ impl ClientHandler for Handler {
 
 type Running = RunningService<RoleClient, Handler>;
 
+/// A stdio server's process: killed with its whole process group when dropped (wrappers such
+/// as `npx` or `uvx` start the real server as a grandchild).
+pub struct ServerProcess {
+    child: tokio::process::Child,
+    pgid: Option<u32>,
+}
+
+impl ServerProcess {
+    async fn wait(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()?
+            .ok()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid {
+            dsh_process::proc::signal_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 impl McpServer {
     /// A server not yet started.
     pub fn new(
@@ -232,9 +256,15 @@ impl McpServer {
     fn read_stderr(&self, stderr: tokio::process::ChildStderr) {
         let tail = self.stderr.clone();
         let name = self.name.clone();
+        let stop = self.ctx.cancellation();
         let _ = self.ctx.spawn("mcp stderr", async move {
             let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            // A grandchild may keep the pipe open after the server is gone: stop with the
+            // plugin scope too.
+            while let Some(Ok(Some(line))) = tokio::select! {
+                l = lines.next_line() => Some(l),
+                () = stop.cancelled() => None,
+            } {
                 tracing::debug!(target: "dsh_mcp", server = %name, "stderr: {line}");
                 let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
                 if t.len() == STDERR_TAIL_LINES {
@@ -260,9 +290,7 @@ impl McpServer {
         env
     }
 
-    async fn connect(
-        self: &Arc<Self>,
-    ) -> Result<(Running, Option<tokio::process::Child>), McpError> {
+    async fn connect(self: &Arc<Self>) -> Result<(Running, Option<ServerProcess>), McpError> {
         let handler = Handler {
             server: Arc::downgrade(self),
         };
@@ -304,6 +332,7 @@ impl McpServer {
                     command: program.clone(),
                     message: e.to_string(),
                 })?;
+                let pgid = child.id();
                 if let Some(err) = child.stderr.take() {
                     self.read_stderr(err);
                 }
@@ -321,7 +350,7 @@ impl McpServer {
                         server: self.name.clone(),
                         message: e.to_string(),
                     })?;
-                Ok((running, Some(child)))
+                Ok((running, Some(ServerProcess { child, pgid })))
             }
             Transport::Http => {
                 use rmcp::transport::StreamableHttpClientTransport;
@@ -457,12 +486,10 @@ impl McpServer {
                         return;
                     };
                     let exit = match child {
-                        Some(mut c) => {
-                            match tokio::time::timeout(Duration::from_millis(500), c.wait()).await {
-                                Ok(Ok(status)) => format!("exited with {status}"),
-                                _ => "closed its connection".to_owned(),
-                            }
-                        }
+                        Some(mut c) => match c.wait(Duration::from_millis(500)).await {
+                            Some(status) => format!("exited with {status}"),
+                            None => "closed its connection".to_owned(),
+                        },
                         None => format!("connection closed ({ended:?})"),
                     };
                     self.lock().peer = None;
