@@ -686,7 +686,7 @@ fn exec_usage_errors_exit_2_and_store_nothing() {
     // (the list of known keys that follows grows with the settings schema)
     assert!(
         err.starts_with(
-            "error: -c flags: unknown key `modle` (top-level keys: max_tokens, model, "
+            "error: -c flags: unknown key `modle` (top-level keys: max_tokens, "
         ),
         "{err}"
     );
