@@ -339,3 +339,30 @@ fn dsh_mcp_list_shows_each_server_state_and_tools() {
     );
     assert_eq!(list[0]["state"], "failed");
 }
+
+#[test]
+fn a_project_settings_file_may_not_start_mcp_servers() {
+    let sb = Sandbox::new();
+    let marker = sb.root.join("started");
+    std::fs::create_dir_all(sb.repo.join(".dsh")).unwrap();
+    for file in [
+        format!(
+            "[mcp_servers.x]\ncommand = \"touch\"\nargs = [{}]\n",
+            q_path(&marker)
+        ),
+        "[mcp]\nimport_project = true\n".to_owned(),
+    ] {
+        std::fs::write(sb.repo.join(".dsh/settings.toml"), file).unwrap();
+        let out = run(
+            sb.dsh("http://127.0.0.1:9", KEY, &["mcp", "list"]),
+            HANG_LIMIT,
+        );
+        assert_eq!(code(out.status), 2);
+        assert!(
+            text(&out.stderr).contains("a project's settings may not set this"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert!(!marker.exists());
+}
