@@ -685,9 +685,7 @@ fn exec_usage_errors_exit_2_and_store_nothing() {
     let err = text(&out.stderr);
     // (the list of known keys that follows grows with the settings schema)
     assert!(
-        err.starts_with(
-            "error: -c flags: unknown key `modle` (top-level keys: max_tokens, model, "
-        ),
+        err.starts_with("error: -c flags: unknown key `modle` (top-level keys: max_tokens, "),
         "{err}"
     );
 

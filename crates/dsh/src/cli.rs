@@ -70,6 +70,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// MCP servers: `dsh mcp list` starts them and shows their state and tools.
+    #[command(subcommand)]
+    Mcp(crate::mcp_cmd::McpCommand),
     /// Print the resolved settings and the layer each value came from (needs no API key).
     Config {
         /// One JSON object: `{layers, plugins: {<id>: {<key>: {value, origin}}}, disabled}`.
@@ -142,7 +145,7 @@ pub(crate) fn print_lines(lines: &[String]) -> Result<()> {
 
 /// Writes `text` and a newline to stdout. A closed pipe (`dsh config | head -1`) ends the output
 /// quietly; any other write failure is an error.
-fn out(text: &str) -> Result<()> {
+pub(crate) fn out(text: &str) -> Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
@@ -396,6 +399,14 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
             }
             let config = load_config(h, &cli.global, args.ephemeral)?;
             let app = app::App::boot(config).await?;
+            // `/name args`: a custom command's prompt, a skill, or a usage error (exit 2).
+            let prompt = match crate::commands::exec_prompt(&app, prompt) {
+                Ok(p) => p,
+                Err(e) => {
+                    app.shutdown().await;
+                    return Err(e.into());
+                }
+            };
             exec::run(
                 app,
                 exec::ExecRequest {
@@ -411,6 +422,11 @@ async fn run(h: &Harness, cli: Cli) -> Result<i32> {
                 },
             )
             .await
+        }
+        Some(Command::Mcp(cmd)) => {
+            let config = load_config(h, &cli.global, true)?;
+            let app = app::App::boot(config).await?;
+            crate::mcp_cmd::run(app, cmd).await
         }
         Some(Command::Sessions(sessions::SessionsCommand::Compact { id })) => {
             let config = load_config(h, &cli.global, false)?;
@@ -474,7 +490,13 @@ pub fn main_with(h: &Harness) -> ExitCode {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
                 // Failures reach the user as one `error:` line; `DSH_LOG=warn` shows more.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+                // Skipped skill files and MCP servers that fail are the user's own
+                // configuration, so their warnings are shown by default.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        "error,dsh_skill_filesystem=warn,dsh_mcp=warn",
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(false)

@@ -237,7 +237,18 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                     if !running { prompt(&app, agent.as_ref()); }
                     continue;
                 }
-                if let Some(cmd) = line.strip_prefix('/') {
+                // Custom commands expand to a prompt, `/skill` goes to the model, an unknown
+                // `/name` is reported (crate::commands).
+                let (line, builtin) = match crate::commands::shell_input(&app, line) {
+                    crate::commands::ShellInput::Builtin(l) => (l, true),
+                    crate::commands::ShellInput::Prompt(p) => (p, false),
+                    crate::commands::ShellInput::Error(msg) => {
+                        say(&msg);
+                        if !running { prompt(&app, agent.as_ref()); }
+                        continue;
+                    }
+                };
+                if builtin && let Some(cmd) = line.strip_prefix('/') {
                     let mut parts = cmd.splitn(2, ' ');
                     let name = parts.next().unwrap_or_default();
                     let arg = parts.next().map(str::trim).unwrap_or_default();

@@ -28,11 +28,13 @@
 mod app;
 mod approval_prompt;
 mod cli;
+mod commands;
 mod compact;
 mod exec;
 mod exit;
 mod hooks_cmd;
 mod interactive;
+mod mcp_cmd;
 pub mod presets;
 mod render;
 mod resume;

@@ -73,6 +73,13 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "2",
     ),
     (
+        "dsh-mcp",
+        "mcp.import_project",
+        "import_project",
+        "true",
+        "false",
+    ),
+    (
         "dsh-permissions",
         "permission_mode",
         "permission_mode",
@@ -107,6 +114,13 @@ const KEYS: &[(&str, &str, &str, &str, &str)] = &[
         "probe_timeout_ms",
         "1000",
         "2000",
+    ),
+    (
+        "dsh-skill-filesystem",
+        "skills.dirs",
+        "dirs",
+        "[\"a\"]",
+        "[\"b\"]",
     ),
     (
         "dsh-spill",
