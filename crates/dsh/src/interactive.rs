@@ -74,7 +74,9 @@ fn register_answerer(app: &App, tx: mpsc::Sender<Ask>) -> Result<Registration> {
                     .unwrap_or_default();
                 let path = approval_prompt::target_path(&args, &cwd);
                 if let Some(by) = grants.covering(&sid, &req.tool_name, path.as_deref()) {
-                    say(&format!("  ✓ allowed: {by} is allowed for this session"));
+                    say(&crate::toolview::visible(&format!(
+                        "  ✓ allowed: {by} is allowed for this session"
+                    )));
                     return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce));
                 }
                 let preview = approval_prompt::preview(&req.tool_name, &args, path.as_deref());
@@ -455,7 +457,8 @@ fn session_row(s: &dsh_persistence::SessionSummary, current: Option<&str>) -> St
 /// and a provider may serve models it does not list).
 ///
 /// # Errors
-/// The message for an unknown provider route (the model is not changed).
+/// The message for an unknown provider route or an empty model name (`/model local/`); the
+/// model is not changed.
 fn check_model(
     app: &App,
     current: AgentOptions,
@@ -468,6 +471,12 @@ fn check_model(
             o.model = Some(m.to_owned());
         }
         None => o.model = Some(arg.to_owned()),
+    }
+    if o.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        return Err(
+            "usage: /model [PROVIDER/]MODEL (the model name is empty); the model was not changed"
+                .to_owned(),
+        );
     }
     let provider = o.provider.clone().unwrap_or_default();
     let model = o.model.clone().unwrap_or_default();
