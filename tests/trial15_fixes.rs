@@ -20,6 +20,9 @@
 //!   warning on stderr naming the missing route.
 //! - `config_shows_the_routes_first_listed_model` (D5): with no model set anywhere, `dsh
 //!   --provider local config` names the model the run uses, the route's first listed one.
+//! - `a_cancelled_question_does_not_take_the_next_line` (D3): Ctrl-C (SIGINT) at an approval
+//!   question cancels the turn, and the next input line is a new turn, not the dead question's
+//!   answer.
 //!
 //! Locating the binary: see `common/mod.rs` (`dsh_bin`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -306,4 +309,34 @@ fn config_shows_the_routes_first_listed_model() {
     );
     assert_eq!(code(out.status), 0, "{out:?}");
     assert_eq!(replay.chat_requests()[0].body["model"], "qwen-x");
+}
+
+#[test]
+fn a_cancelled_question_does_not_take_the_next_line() {
+    let env = Sandbox::new();
+    let outside = env.root.join("outside.txt");
+    let replay = Replay::start(json!([
+        {"tool_calls": [["write", {"file_path": outside.display().to_string(), "content": "x\n"}]]},
+        {"text": "HELLO-REPLY"},
+    ]));
+    let mut shell = Shell::spawn(dsh(&env, &replay.url(), &[]));
+    shell.send("go");
+    shell.wait_for("allow tool `write`", QUESTION_LIMIT);
+    shell.wait_for("  [n] deny", QUESTION_LIMIT);
+    let kill = Command::new("kill")
+        .args(["-INT", &shell.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    shell.wait_for("(turn cancelled)", QUESTION_LIMIT);
+    shell.send("hello");
+    let (status, err) = shell.finish(HANG_LIMIT);
+    assert_eq!(code(status), 0, "stderr: {err}");
+    assert!(!outside.exists(), "{err}");
+    assert_eq!(replay.chat_requests().len(), 2, "stderr: {err}");
+    assert!(
+        replay.last_message(1).contains("hello"),
+        "{}",
+        replay.last_message(1)
+    );
 }

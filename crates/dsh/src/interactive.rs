@@ -230,7 +230,11 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                     }
                     break;
                 };
-                if let Some((reply, has_path)) = pending_ask.take() {
+                // The answer to the open question, unless the question is gone (its turn was
+                // cancelled): then the line is ordinary input.
+                if let Some((reply, has_path)) = pending_ask.take()
+                    && !reply.is_closed()
+                {
                     let _ = reply.send(approval_prompt::parse_answer(&line, has_path));
                     continue;
                 }
@@ -383,6 +387,7 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
             }
             () = idle(agent.as_ref()), if running => {
                 running = false;
+                pending_ask = None;
                 if let Some(r) = &renderer { r.finish_line(); }
                 if let Some(a) = &agent {
                     report_turns(a, turn_from_seq);
@@ -408,6 +413,8 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
             r = tokio::signal::ctrl_c() => {
                 if r.is_err() { break; }
                 if running && let Some(a) = &agent {
+                    // A question of this turn is not answered by the next line.
+                    pending_ask = None;
                     say("\ncancelling the turn");
                     a.cancel(AgentCancelCause::User, true);
                 } else {
