@@ -23,6 +23,9 @@
 //! - `a_cancelled_question_does_not_take_the_next_line` (D3): Ctrl-C (SIGINT) at an approval
 //!   question cancels the turn, and the next input line is a new turn, not the dead question's
 //!   answer.
+//! - `a_session_left_in_the_shell_can_be_resumed_elsewhere` (D6): after `/new`, the session
+//!   left is released, so `dsh exec --resume` of it from another process works while the shell
+//!   is still open.
 //!
 //! Locating the binary: see `common/mod.rs` (`dsh_bin`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -339,4 +342,28 @@ fn a_cancelled_question_does_not_take_the_next_line() {
         "{}",
         replay.last_message(1)
     );
+}
+
+#[test]
+fn a_session_left_in_the_shell_can_be_resumed_elsewhere() {
+    let env = Sandbox::new();
+    let replay = Replay::start(json!([{"text": "A"}, {"text": "B"}, {"text": "C"}]));
+    let mut shell = Shell::spawn(dsh(&env, &replay.url(), &[]));
+    shell.send("hello A");
+    let a = shell.wait_for("session ", QUESTION_LIMIT);
+    let a = a.strip_prefix("session ").unwrap().to_owned();
+    shell.send("/new");
+    shell.send("hello B");
+    shell.wait_for("session ", QUESTION_LIMIT);
+    let out = run(
+        dsh(&env, &replay.url(), &["exec", "--resume", &a, "hi"]),
+        HANG_LIMIT,
+    );
+    assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
+    // Going back loads it from the store, with the turn the other process added.
+    shell.send(&format!("/resume {a}"));
+    shell.wait_for(&format!("session {a} — "), QUESTION_LIMIT);
+    shell.wait_for("> hi", QUESTION_LIMIT);
+    let (status, err) = shell.finish(HANG_LIMIT);
+    assert_eq!(code(status), 0, "stderr: {err}");
 }

@@ -464,6 +464,30 @@ impl App {
             .map_err(|e| anyhow!("saving the session failed: {e}"))
     }
 
+    /// Leaves `agent` (the shell's `/new`, or `/resume` of another session): saves it, then
+    /// disposes it, so its session's write lock is released and another `dsh` may resume it
+    /// (`/resume` loads it from the store again).
+    ///
+    /// # Errors
+    /// Saving failed (the agent is disposed anyway).
+    pub async fn leave(&self, agent: &Agent) -> Result<()> {
+        let saved = self.flush(agent).await;
+        let id = agent.id().as_str().to_owned();
+        self.agents.dispose(&id).await;
+        self.sessions.dispose(&id);
+        // `session/disposed` releases the backend writer (and its lock) on a spawned task;
+        // release it here too, so the lock is gone when this returns (release is idempotent).
+        if let Some(c) = self
+            .kernel
+            .root()
+            .get::<PersistenceService>()
+            .and_then(|p| p.coordinator().cloned())
+        {
+            let _ = c.release(&id).await;
+        }
+        saved
+    }
+
     /// Drains every agent and tears the kernel down.
     pub async fn shutdown(self) {
         self.agents.dispose_all().await;

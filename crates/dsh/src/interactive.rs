@@ -254,8 +254,10 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                             if running {
                                 say("a turn is running; Ctrl-C it first");
                             } else if name == "new" {
-                                if let Some(old) = agent.take() {
-                                    let _ = app.flush(&old).await;
+                                if let Some(old) = agent.take()
+                                    && let Err(e) = app.leave(&old).await
+                                {
+                                    say(&format!("error: {e:#}"));
                                 }
                                 renderer = None;
                                 chosen = None;
@@ -265,8 +267,13 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                             } else {
                                 match app.resume(arg).await {
                                     Ok((a, source)) => {
-                                        if let Some(old) = &agent {
-                                            let _ = app.flush(old).await;
+                                        // The session left is released for other processes
+                                        // (unless it is the one resumed).
+                                        if let Some(old) = agent.take()
+                                            && old.id() != a.id()
+                                            && let Err(e) = app.leave(&old).await
+                                        {
+                                            say(&format!("error: {e:#}"));
                                         }
                                         renderer = Some(attach(&app, &a)?);
                                         let o = a.options();
