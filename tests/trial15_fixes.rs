@@ -26,6 +26,9 @@
 //! - `a_session_left_in_the_shell_can_be_resumed_elsewhere` (D6): after `/new`, the session
 //!   left is released, so `dsh exec --resume` of it from another process works while the shell
 //!   is still open.
+//! - `an_exec_refusal_names_the_flag_and_not_approval` (D13): `dsh exec`'s refusal of a write
+//!   outside the workspace is shown whole, ends in the flag that allows it, and does not offer
+//!   approval, which exec cannot ask for.
 //!
 //! Locating the binary: see `common/mod.rs` (`dsh_bin`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -366,4 +369,32 @@ fn a_session_left_in_the_shell_can_be_resumed_elsewhere() {
     shell.wait_for("> hi", QUESTION_LIMIT);
     let (status, err) = shell.finish(HANG_LIMIT);
     assert_eq!(code(status), 0, "stderr: {err}");
+}
+
+#[test]
+fn an_exec_refusal_names_the_flag_and_not_approval() {
+    let env = Sandbox::new();
+    let target = env
+        .root
+        .join("outside-of-the-workspace-with-a-longish-name")
+        .join("f.txt");
+    let replay = Replay::start(json!([
+        {"tool_calls": [["write", {"file_path": target.display().to_string(), "content": "x\n"}]]},
+        {"text": "done"},
+    ]));
+    let out = run(dsh(&env, &replay.url(), &["exec", "go"]), HANG_LIMIT);
+    let err = text(&out.stderr);
+    assert_eq!(code(out.status), 0, "{err}");
+    let line = err.lines().find(|l| l.starts_with("  ✗ ")).unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "  ✗ Error: permission preset workspace-write: write target {} is outside the \
+             workspace {}; rerun with --permission-mode danger-full-access (dsh exec cannot ask \
+             for approval)",
+            target.display(),
+            env.repo.display()
+        )
+    );
+    assert!(!target.exists());
 }

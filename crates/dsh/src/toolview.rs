@@ -57,10 +57,18 @@ pub fn visible(text: &str) -> String {
     out
 }
 
+/// Longest shown failure line, in characters: a refusal names the paths and the flag that
+/// would allow the call, at its end.
+pub const MAX_ERROR_CHARS: usize = 480;
+
 fn clip(line: &str) -> String {
+    clip_to(line, MAX_LINE_CHARS)
+}
+
+fn clip_to(line: &str, max: usize) -> String {
     let line = &visible(line);
-    if line.chars().count() > MAX_LINE_CHARS {
-        let cut: String = line.chars().take(MAX_LINE_CHARS - 1).collect();
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max - 1).collect();
         format!("{cut}…")
     } else {
         line.to_owned()
@@ -125,7 +133,7 @@ fn tail(lines: &[&str]) -> Vec<String> {
 /// The stderr lines of a finished call of `name` (raw JSON `arguments`) whose result text is
 /// `text` (`is_error`: the tool failed):
 ///
-/// - a failure: `  ✗ <first line of the text>`;
+/// - a failure: `  ✗ <first line of the text>` (up to [`MAX_ERROR_CHARS`] characters);
 /// - `todo_write`: nothing (its [`checklist`] is shown from the `todo/write` event);
 /// - `bash` in the foreground: `  ✓ exit 0`, `  ✗ exit <code>`, `  ✗ killed by signal: <sig>` or
 ///   `  ✗ timed out after <ms>ms` (from the result's trailing markers), then the output's
@@ -145,7 +153,7 @@ fn raw_result_lines(name: &str, arguments: &str, text: &str, is_error: bool) -> 
     if is_error {
         return vec![format!(
             "  ✗ {}",
-            clip(text.lines().next().unwrap_or_default())
+            clip_to(text.lines().next().unwrap_or_default(), MAX_ERROR_CHARS)
         )];
     }
     match name {
