@@ -712,10 +712,13 @@ fn model_warns_for_a_model_the_route_does_not_list() {
 fn exec_json_writes_a_result_line_for_usage_errors() {
     let env = Sandbox::new();
     let replay = Replay::start(json!([]));
-    for args in [
-        vec!["--provider", "nope", "exec", "--json", "hi"],
-        vec!["exec", "--json", "--bogus", "hi"],
-        vec!["exec", "--json", "--resume", "ffff", "hi"],
+    for (args, want) in [
+        (vec!["--provider", "nope", "exec", "--json", "hi"], "USAGE"),
+        (vec!["exec", "--json", "--bogus", "hi"], "USAGE"),
+        (
+            vec!["exec", "--json", "--resume", "ffff", "hi"],
+            "SESSION_NOT_FOUND",
+        ),
     ] {
         let out = run(dsh(&env, &replay.url(), &args));
         assert_eq!(code(out.status), 2, "{args:?}: {out:?}");
@@ -725,7 +728,7 @@ fn exec_json_writes_a_result_line_for_usage_errors() {
         assert_eq!(r["type"], "result");
         assert_eq!(r["reason"], "error");
         assert_eq!(r["sessionId"], Value::Null);
-        assert_eq!(r["error"]["code"], "USAGE", "{r}");
+        assert_eq!(r["error"]["code"], want, "{r}");
         let first_err = text(&out.stderr);
         let msg = r["error"]["message"].as_str().unwrap();
         assert!(

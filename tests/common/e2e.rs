@@ -196,6 +196,11 @@ impl Shell {
         }
     }
 
+    /// The shell's process id (to signal it).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Writes `line` and a newline to the shell's stdin.
     pub fn send(&mut self, line: &str) {
         use std::io::Write;

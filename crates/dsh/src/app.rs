@@ -150,12 +150,14 @@ impl Storage {
     }
 }
 
-/// The id of `headers` that `prefix` names, newest first among ambiguous candidates.
+/// The id of `headers` that `prefix` names, newest first among ambiguous candidates. The
+/// error is the [`dsh_persistence::IdLookupError`] (codes `SESSION_NOT_FOUND`,
+/// `SESSION_ID_AMBIGUOUS`, both usage errors: `crate::exit`).
 fn resolve_among(headers: &[SessionHeader], prefix: &str) -> Result<String> {
     let mut sorted: Vec<&SessionHeader> = headers.iter().collect();
     sorted.sort_by_key(|h| std::cmp::Reverse(h.created_at));
     dsh_persistence::resolve_id(sorted.iter().map(|h| h.id.as_str()), prefix)
-        .map_err(|e| UsageError(e.to_string()).into())
+        .map_err(anyhow::Error::from)
 }
 
 /// A kernel whose root scope holds the settings of `config` (nothing booted yet).
@@ -342,7 +344,9 @@ impl App {
 
     /// Resumes the persisted session `prefix` names (its id or any unambiguous prefix of it) on
     /// the route [`crate::resume::choose_route`] picks (flags > the session's stored route and
-    /// model > settings > default; a stored route this harness lacks is skipped). An agent of
+    /// model > settings > default; a stored route this harness lacks is skipped, with a
+    /// `warning: session … last used route …, which is not configured now; …` line on stderr
+    /// unless the command line chose the route). An agent of
     /// that id already live in this process (the session left with `/new`) is re-attached
     /// instead of loaded again.
     ///
@@ -364,14 +368,29 @@ impl App {
         };
         // A stored route this harness no longer has (a `[providers.<id>]` since removed) is
         // not restored: the settings' route is used instead.
+        // Stderr says so (the conversation goes to another provider than before).
         let llm = self.kernel.root().get::<LlmService>();
-        let stored =
-            crate::resume::stored_route(agent.session().request_context_event().as_deref())
-                .filter(|(p, _)| llm.as_ref().is_some_and(|l| l.has_provider(p)));
+        let last = crate::resume::stored_route(agent.session().request_context_event().as_deref());
+        let (stored, gone): (Option<_>, Option<_>) = match last {
+            Some((p, m)) if llm.as_ref().is_some_and(|l| l.has_provider(&p)) => {
+                (Some((p, m)), None)
+            }
+            other => (None, other),
+        };
         let (provider, model, source) = crate::resume::choose_route(
             &self.config,
             stored.as_ref().map(|(p, m)| (p.as_str(), m.as_str())),
         );
+        if let Some((p, m)) = gone
+            && source != crate::resume::RouteSource::Flags
+        {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: session `{id}` last used route `{p}` (model `{m}`), which is not configured now; it continues on `{provider}` / `{model}` {} (`--provider`/`-m` choose another)",
+                source.phrase()
+            );
+        }
         let mut options = agent.options();
         options.provider = Some(provider);
         options.model = Some(model);
@@ -443,6 +462,30 @@ impl App {
             .await
             .map(|_| ())
             .map_err(|e| anyhow!("saving the session failed: {e}"))
+    }
+
+    /// Leaves `agent` (the shell's `/new`, or `/resume` of another session): saves it, then
+    /// disposes it, so its session's write lock is released and another `dsh` may resume it
+    /// (`/resume` loads it from the store again).
+    ///
+    /// # Errors
+    /// Saving failed (the agent is disposed anyway).
+    pub async fn leave(&self, agent: &Agent) -> Result<()> {
+        let saved = self.flush(agent).await;
+        let id = agent.id().as_str().to_owned();
+        self.agents.dispose(&id).await;
+        self.sessions.dispose(&id);
+        // `session/disposed` releases the backend writer (and its lock) on a spawned task;
+        // release it here too, so the lock is gone when this returns (release is idempotent).
+        if let Some(c) = self
+            .kernel
+            .root()
+            .get::<PersistenceService>()
+            .and_then(|p| p.coordinator().cloned())
+        {
+            let _ = c.release(&id).await;
+        }
+        saved
     }
 
     /// Drains every agent and tears the kernel down.

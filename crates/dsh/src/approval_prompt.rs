@@ -132,14 +132,41 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
+/// `p` at its real location: the longest leading part of `p` that exists, with its symlinks
+/// and `..` resolved by the filesystem, then the rest of `p` with `.`/`..` applied lexically
+/// (the rest does not exist, so it holds no symlink). A `p` no part of which resolves is
+/// returned [`normalize`]d.
+fn resolve(p: &Path) -> PathBuf {
+    let mut head = p.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&head) {
+            let mut out = real;
+            for c in rest.iter().rev() {
+                out.push(c);
+            }
+            return normalize(&out);
+        }
+        match (head.file_name().map(ToOwned::to_owned), head.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                head = parent.to_path_buf();
+            }
+            _ => return normalize(p),
+        }
+    }
+}
+
 /// The path a call targets: its `file_path`, `path` or `workdir` string argument (first
-/// present), relative ones taken against `cwd`, `.`/`..` applied lexically.
+/// present), relative ones taken against `cwd`, at its real location (symlinks and `..` of its
+/// existing part resolved, as the permission preset does), so a path grant cannot be escaped
+/// through a symlink below it (docs/tools.md, "The approval question").
 pub fn target_path(args: &Value, cwd: &Path) -> Option<PathBuf> {
     let s = ["file_path", "path", "workdir"]
         .iter()
         .find_map(|k| args.get(*k).and_then(Value::as_str))
         .filter(|s| !s.is_empty())?;
-    Some(normalize(&cwd.join(s)))
+    Some(resolve(&cwd.join(s)))
 }
 
 /// What the call would do, as lines: for `write` a unified diff of the file's current text (or
@@ -235,7 +262,9 @@ fn cut(line: &str, width: usize) -> String {
 /// then one line per answer (`[y] allow once`, `[p] allow <path> for this session` when there
 /// is a path, ``[s] allow `<tool>` for this session``, ``[n] deny — `n REASON` tells the model
 /// why``). With `width` (a terminal) the text lines are wrapped at word boundaries
-/// ([`wrap`]) and preview lines cut to the width; without, nothing is wrapped.
+/// ([`wrap`]) and preview lines cut to the width; without, nothing is wrapped. Control
+/// characters (the model writes the command, the content and the paths) are shown as escapes
+/// ([`crate::toolview::visible`]), so a command cannot hide itself from the question.
 pub fn question_lines(
     tool: &str,
     reason: Option<&str>,
@@ -243,15 +272,20 @@ pub fn question_lines(
     preview: &[String],
     width: Option<usize>,
 ) -> Vec<String> {
-    let head = format!(
+    use crate::toolview::visible;
+    let head = visible(&format!(
         "allow tool `{tool}`{}?",
         reason.map(|r| format!(" ({r})")).unwrap_or_default()
-    );
+    ));
+    let preview: Vec<String> = preview.iter().map(|l| visible(l)).collect();
     let mut answers = vec!["[y] allow once".to_owned()];
     if let Some(p) = path {
-        answers.push(format!("[p] allow {} for this session", p.display()));
+        answers.push(visible(&format!(
+            "[p] allow {} for this session",
+            p.display()
+        )));
     }
-    answers.push(format!("[s] allow `{tool}` for this session"));
+    answers.push(visible(&format!("[s] allow `{tool}` for this session")));
     answers.push("[n] deny — `n REASON` tells the model why".to_owned());
     let mut out = Vec::new();
     match width {

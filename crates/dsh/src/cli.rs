@@ -237,9 +237,16 @@ fn print_config(
         agent_origin(config, "provider"),
         agent_origin(config, "model"),
     );
-    // Without a model from any layer, a route that lists models uses its first one (`App::boot`);
-    // `dsh config` boots nothing, so it says so instead of naming one.
-    let model_note = if config.model_is_default {
+    // Without a model from any layer, a route that lists models uses its first one (`App::boot`,
+    // `Config::model_for`). `dsh config` boots nothing: a `[providers.<id>]` table's `models`
+    // in the settings give the model the run will use; other routes (built in) get a note.
+    let listed = settings_route_models(config);
+    let model = config.model_for(&listed);
+    let model_note = if !config.model_is_default {
+        ""
+    } else if model != config.model {
+        " (the route's first listed model)"
+    } else if listed.is_empty() {
         " (or the route's first listed model, when it lists models without this one)"
     } else {
         ""
@@ -256,10 +263,7 @@ fn print_config(
         "provider: {}    # {provider_origin}",
         config.provider
     ));
-    text.push(format!(
-        "model: {}    # {model_origin}{model_note}",
-        config.model
-    ));
+    text.push(format!("model: {model}    # {model_origin}{model_note}"));
     text.push(
         "a resumed session keeps its own provider and model unless the command line sets them"
             .to_owned(),
@@ -355,7 +359,7 @@ fn print_config(
             "workspaceSource": ws_source,
             "launchDir": config.launch_dir,
             "provider": {"value": config.provider, "origin": provider_origin},
-            "model": {"value": config.model, "origin": model_origin, "builtInDefault": config.model_is_default},
+            "model": {"value": model, "origin": model_origin, "builtInDefault": config.model_is_default},
             "dshHome": config.dsh_home,
             "layers": config.layers.iter().map(|l| l.origin.clone()).collect::<Vec<_>>(),
             "disabled": resolved.disabled,
@@ -478,9 +482,12 @@ pub fn main_with(h: &Harness) -> ExitCode {
                 && args.iter().any(|a| a == "exec")
                 && args.iter().any(|a| a == "--json")
             {
+                // clap's whole message (what is missing, a tip), without the usage line and
+                // the pointer to --help that follow it.
                 let message = e.render().to_string();
-                let first = message.lines().next().unwrap_or_default();
-                print_usage_result(first.strip_prefix("error: ").unwrap_or(first), "USAGE");
+                let body = message.split("\n\nUsage:").next().unwrap_or_default();
+                let body = body.trim_end();
+                print_usage_result(body.strip_prefix("error: ").unwrap_or(body), "USAGE");
             }
             e.exit()
         }
@@ -527,6 +534,27 @@ pub fn main_with(h: &Harness) -> ExitCode {
     // Do not wait for background tasks (a hung provider connection) on the way out.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The model ids the settings list for the selected route (`[providers.<provider>] models`, each
+/// a string or a table with an `id`), in order; empty when the settings list none (a built-in
+/// route's own catalog is not in the settings).
+fn settings_route_models(config: &settings::Config) -> Vec<String> {
+    config
+        .resolved
+        .sections
+        .get("dsh-llm-deepseek")
+        .and_then(|t| t.get(&config.provider))
+        .and_then(|r| r.get("models"))
+        .and_then(serde_json::Value::as_array)
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m.as_str().or_else(|| m.get("id")?.as_str()))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The terminal `result` line of `dsh exec --json` for a run that failed before any session

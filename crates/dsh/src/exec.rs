@@ -216,7 +216,8 @@ fn end_line(
 }
 
 /// Nobody can answer an approval question in `exec`: a policy's `ask` becomes a denial whose
-/// text keeps the policy's reason (which names the flag that allows the call).
+/// text keeps the policy's reason (which names the flag that allows the call), without the
+/// permission preset's offer to approve the call.
 fn deny_instead_of_asking(app: &App) -> Result<dsh_kernel::Registration> {
     use dsh_tools::{PreToolDecision, ToolsPreExecute};
     app.kernel
@@ -229,7 +230,12 @@ fn deny_instead_of_asking(app: &App) -> Result<dsh_kernel::Registration> {
                     Ok(PreToolDecision::Ask { reason }) => Ok(PreToolDecision::Deny {
                         reason: format!(
                             "{} (dsh exec cannot ask for approval)",
-                            reason.unwrap_or_else(|| format!(
+                            // The preset offers approving the call, which exec cannot do: keep
+                            // only the flag that allows it.
+                            reason.map(|r| r.replace(
+                                "; approve this call to allow it once, or rerun with",
+                                "; rerun with",
+                            )).unwrap_or_else(|| format!(
                                 "tool \"{name}\" requires approval; rerun with --permission-mode danger-full-access to allow it"
                             ))
                         ),

@@ -66,6 +66,9 @@ const USAGE_CODES: &[&str] = &[
     "UNKNOWN_TOOL_IN_ORDER",
     // dsh-agent-loop: a resume without session persistence.
     "NO_PERSISTENCE",
+    // dsh-persistence: a session id prefix that names no stored session, or several.
+    "SESSION_NOT_FOUND",
+    "SESSION_ID_AMBIGUOUS",
 ];
 
 /// The exit code for a failure with the stable error `code`: [`USAGE`] for the usage and
@@ -79,7 +82,8 @@ pub fn exit_code_for(code: &str) -> i32 {
 }
 
 /// The stable code of `e`: [`USAGE_CODE`] for an [`UsageError`], else the code of the first
-/// error in its chain that has one (kernel, agent registry and agent loop errors), else `None`.
+/// error in its chain that has one (kernel, agent registry, agent loop and session-id lookup
+/// errors), else `None`.
 pub fn code_of(e: &anyhow::Error) -> Option<&'static str> {
     e.chain().find_map(|cause| {
         if cause.is::<UsageError>() {
@@ -87,6 +91,8 @@ pub fn code_of(e: &anyhow::Error) -> Option<&'static str> {
         } else if let Some(k) = cause.downcast_ref::<KernelError>() {
             Some(k.code())
         } else if let Some(l) = cause.downcast_ref::<LoopError>() {
+            Some(ErrorCode::code(l))
+        } else if let Some(l) = cause.downcast_ref::<dsh_persistence::IdLookupError>() {
             Some(ErrorCode::code(l))
         } else {
             cause

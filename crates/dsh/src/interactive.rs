@@ -74,7 +74,9 @@ fn register_answerer(app: &App, tx: mpsc::Sender<Ask>) -> Result<Registration> {
                     .unwrap_or_default();
                 let path = approval_prompt::target_path(&args, &cwd);
                 if let Some(by) = grants.covering(&sid, &req.tool_name, path.as_deref()) {
-                    say(&format!("  ✓ allowed: {by} is allowed for this session"));
+                    say(&crate::toolview::visible(&format!(
+                        "  ✓ allowed: {by} is allowed for this session"
+                    )));
                     return Ok(ApprovalAnswer::Outcome(ApprovalOutcome::AllowedOnce));
                 }
                 let preview = approval_prompt::preview(&req.tool_name, &args, path.as_deref());
@@ -228,7 +230,11 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                     }
                     break;
                 };
-                if let Some((reply, has_path)) = pending_ask.take() {
+                // The answer to the open question, unless the question is gone (its turn was
+                // cancelled): then the line is ordinary input.
+                if let Some((reply, has_path)) = pending_ask.take()
+                    && !reply.is_closed()
+                {
                     let _ = reply.send(approval_prompt::parse_answer(&line, has_path));
                     continue;
                 }
@@ -259,8 +265,10 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                             if running {
                                 say("a turn is running; Ctrl-C it first");
                             } else if name == "new" {
-                                if let Some(old) = agent.take() {
-                                    let _ = app.flush(&old).await;
+                                if let Some(old) = agent.take()
+                                    && let Err(e) = app.leave(&old).await
+                                {
+                                    say(&format!("error: {e:#}"));
                                 }
                                 renderer = None;
                                 chosen = None;
@@ -270,8 +278,13 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                             } else {
                                 match app.resume(arg).await {
                                     Ok((a, source)) => {
-                                        if let Some(old) = &agent {
-                                            let _ = app.flush(old).await;
+                                        // The session left is released for other processes
+                                        // (unless it is the one resumed).
+                                        if let Some(old) = agent.take()
+                                            && old.id() != a.id()
+                                            && let Err(e) = app.leave(&old).await
+                                        {
+                                            say(&format!("error: {e:#}"));
                                         }
                                         renderer = Some(attach(&app, &a)?);
                                         let o = a.options();
@@ -392,6 +405,7 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
             }
             () = idle(agent.as_ref()), if running => {
                 running = false;
+                pending_ask = None;
                 if let Some(r) = &renderer { r.finish_line(); }
                 if let Some(a) = &agent {
                     report_turns(a, turn_from_seq);
@@ -417,6 +431,8 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
             r = tokio::signal::ctrl_c() => {
                 if r.is_err() { break; }
                 if running && let Some(a) = &agent {
+                    // A question of this turn is not answered by the next line.
+                    pending_ask = None;
                     say("\ncancelling the turn");
                     a.cancel(AgentCancelCause::User, true);
                 } else {
@@ -466,7 +482,8 @@ fn session_row(s: &dsh_persistence::SessionSummary, current: Option<&str>) -> St
 /// and a provider may serve models it does not list).
 ///
 /// # Errors
-/// The message for an unknown provider route (the model is not changed).
+/// The message for an unknown provider route or an empty model name (`/model local/`); the
+/// model is not changed.
 fn check_model(
     app: &App,
     current: AgentOptions,
@@ -479,6 +496,12 @@ fn check_model(
             o.model = Some(m.to_owned());
         }
         None => o.model = Some(arg.to_owned()),
+    }
+    if o.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        return Err(
+            "usage: /model [PROVIDER/]MODEL (the model name is empty); the model was not changed"
+                .to_owned(),
+        );
     }
     let provider = o.provider.clone().unwrap_or_default();
     let model = o.model.clone().unwrap_or_default();

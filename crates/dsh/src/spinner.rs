@@ -50,10 +50,24 @@ pub(crate) fn frame_text(ticks: usize, elapsed: Duration) -> String {
     )
 }
 
+/// `text` cut to fit a terminal of `width` columns without wrapping: at most `width - 1`
+/// characters (the spinner's characters are one column each), so a redraw after `\r` always
+/// overwrites the whole frame; `None` (no width known) leaves it whole.
+pub(crate) fn fit(text: &str, width: Option<usize>) -> String {
+    match width {
+        Some(w) => text.chars().take(w.saturating_sub(1)).collect(),
+        None => text.to_owned(),
+    }
+}
+
 fn draw(st: &mut State) {
     let Some(since) = st.since else { return };
+    let frame = fit(
+        &frame_text(st.ticks, since.elapsed()),
+        crate::approval_prompt::terminal_width(),
+    );
     let mut err = std::io::stderr().lock();
-    let _ = write!(err, "\r\x1b[2K{}", frame_text(st.ticks, since.elapsed()));
+    let _ = write!(err, "\r\x1b[2K{frame}");
     let _ = err.flush();
     st.ticks += 1;
     st.shown = true;
@@ -166,6 +180,14 @@ mod tests {
             "⠋ thinking 1.2s"
         );
         assert_eq!(frame_text(11, Duration::from_millis(40)), "⠙ thinking 0.0s");
+    }
+
+    #[test]
+    fn a_frame_fits_a_narrow_terminal() {
+        assert_eq!(fit("⠋ thinking 12.3s", Some(12)), "⠋ thinking ");
+        assert_eq!(fit("⠋ thinking 1.2s", Some(80)), "⠋ thinking 1.2s");
+        assert_eq!(fit("⠋ thinking 1.2s", None), "⠋ thinking 1.2s");
+        assert_eq!(fit("⠋ thinking 1.2s", Some(0)), "");
     }
 
     #[test]

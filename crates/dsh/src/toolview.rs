@@ -5,6 +5,7 @@
 
 use dsh_session::{TodoItem, TodoStatus};
 use serde_json::Value;
+use std::fmt::Write as _;
 
 use crate::render::summarize_args;
 
@@ -25,9 +26,49 @@ const BASH_MARKERS: &[&str] = &[
     "[no terminal: ",
 ];
 
+/// `text` with every character that could drive the terminal shown as a visible escape, so
+/// model-controlled text (a call's arguments, a command's output, a diff, an approval
+/// question) cannot move the cursor, erase a line or recolour the screen
+/// (docs/tools.md, "What the terminal shows"):
+///
+/// - C0 controls other than tab (`ESC` → `\x1b`, `CR` → `\r`, `BS` → `\x08`, a newline →
+///   `\n`) and `DEL` → `\x7f`;
+/// - C1 controls (U+0080–U+009F, e.g. the one-byte CSI) → `\u{9b}`;
+/// - the bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069), which reorder
+///   what is shown → `\u{202e}`.
+///
+/// Other text, tabs included, is returned unchanged.
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\t' => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\0'..='\u{1f}' | '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Longest shown failure line, in characters: a refusal names the paths and the flag that
+/// would allow the call, at its end.
+pub const MAX_ERROR_CHARS: usize = 480;
+
 fn clip(line: &str) -> String {
-    if line.chars().count() > MAX_LINE_CHARS {
-        let cut: String = line.chars().take(MAX_LINE_CHARS - 1).collect();
+    clip_to(line, MAX_LINE_CHARS)
+}
+
+fn clip_to(line: &str, max: usize) -> String {
+    let line = &visible(line);
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max - 1).collect();
         format!("{cut}…")
     } else {
         line.to_owned()
@@ -47,9 +88,11 @@ fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 ///   for newlines, at most 120 characters);
 /// - `todo_write`: `• todo_write <n> items` (the list follows as a [`checklist`]);
 /// - anything else: `• <name> <summary>` ([`summarize_args`]).
+///
+/// Control characters in the lines are shown as escapes ([`visible`]).
 pub fn call_lines(name: &str, arguments: &str) -> Vec<String> {
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-    match name {
+    let lines = match name {
         "bash" => match str_arg(&args, "description") {
             Some(desc) => vec![
                 format!("• bash {}", clip(&desc.replace('\n', " "))),
@@ -68,7 +111,8 @@ pub fn call_lines(name: &str, arguments: &str) -> Vec<String> {
             )]
         }
         _ => vec![format!("• {name} {}", summarize_args(arguments))],
-    }
+    };
+    lines.iter().map(|l| visible(l)).collect()
 }
 
 /// The tail of `lines`: the last [`TAIL_LINES`], each `  │ <line>`, after `  │ … <k> earlier
@@ -89,18 +133,27 @@ fn tail(lines: &[&str]) -> Vec<String> {
 /// The stderr lines of a finished call of `name` (raw JSON `arguments`) whose result text is
 /// `text` (`is_error`: the tool failed):
 ///
-/// - a failure: `  ✗ <first line of the text>`;
+/// - a failure: `  ✗ <first line of the text>` (up to [`MAX_ERROR_CHARS`] characters);
 /// - `todo_write`: nothing (its [`checklist`] is shown from the `todo/write` event);
 /// - `bash` in the foreground: `  ✓ exit 0`, `  ✗ exit <code>`, `  ✗ killed by signal: <sig>` or
 ///   `  ✗ timed out after <ms>ms` (from the result's trailing markers), then the output's
 ///   [`TAIL_LINES`]-line tail (none for `(no output)`);
 /// - `read`: `  ✓ <its footer>` (`End of file - total <n> lines`, `Showing lines a-b of n. …`);
 /// - anything else: `  ✓ <the text>` when it is one line, else `  ✓ <n> lines`.
+///
+/// Control characters in the text are shown as escapes ([`visible`]).
 pub fn result_lines(name: &str, arguments: &str, text: &str, is_error: bool) -> Vec<String> {
+    raw_result_lines(name, arguments, text, is_error)
+        .iter()
+        .map(|l| visible(l))
+        .collect()
+}
+
+fn raw_result_lines(name: &str, arguments: &str, text: &str, is_error: bool) -> Vec<String> {
     if is_error {
         return vec![format!(
             "  ✗ {}",
-            clip(text.lines().next().unwrap_or_default())
+            clip_to(text.lines().next().unwrap_or_default(), MAX_ERROR_CHARS)
         )];
     }
     match name {
@@ -217,6 +270,30 @@ mod tests {
         assert_eq!(
             result_lines("read", "{}", "Error: no such file\nmore", true),
             ["  ✗ Error: no such file"]
+        );
+    }
+
+    #[test]
+    fn terminal_controls_are_shown_as_escapes() {
+        assert_eq!(
+            visible("a\u{1b}[1A\u{1b}[2K\r\tb\u{7f}\u{9b}\u{202e}c\nd"),
+            "a\\x1b[1A\\x1b[2K\\r\tb\\x7f\\u{9b}\\u{202e}c\\nd"
+        );
+        assert_eq!(
+            call_lines(
+                "bash",
+                r#"{"command":"rm -rf k\u001b[1A\u001b[2K\r  $ ls","description":"x\u001b[2K"}"#
+            ),
+            ["• bash x\\x1b[2K", "  $ rm -rf k\\x1b[1A\\x1b[2K\\r  $ ls"]
+        );
+        assert_eq!(
+            result_lines(
+                "bash",
+                "{}",
+                "\u{1b}[31mred\u{1b}[0m\n[exit code: 1]",
+                false
+            ),
+            ["  ✗ exit 1", "  │ \\x1b[31mred\\x1b[0m"]
         );
     }
 
