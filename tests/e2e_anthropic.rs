@@ -322,7 +322,7 @@ fn exec_reports_usage_and_cost_per_run_session_and_turn() {
     let (_, tokens) = stderr.split_once(" s · ").unwrap();
     assert_eq!(
         tokens,
-        "15000 in (cached 10000) / 200 out tokens · $0.0240 (session: $0.0720)\n"
+        "15000 in (cached 10000, written 4000) / 200 out tokens · $0.0240 (session: $0.0720)\n"
     );
 
     // per turn in the transcript

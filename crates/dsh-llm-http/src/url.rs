@@ -46,8 +46,9 @@ pub fn scrub_userinfo(text: &str, base_url: &str) -> String {
 
 /// Why `base_url` is not usable as a route's base URL, or `None` when it is: it must be an
 /// absolute `http://` or `https://` URL with a host and without a query or fragment (the
-/// adapter appends its path, e.g. `/chat/completions` or `/v1/messages`). `appended` names that
-/// path in the message.
+/// adapter appends its path, e.g. `/chat/completions` or `/v1/messages`), whose path does not
+/// already end with that path (the request would go to `…/v1/messages/v1/messages`).
+/// `appended` names that path in the message.
 pub fn base_url_problem(base_url: &str, appended: &str) -> Option<String> {
     let url = match reqwest::Url::parse(base_url.trim()) {
         Ok(u) => u,
@@ -66,6 +67,13 @@ pub fn base_url_problem(base_url: &str, appended: &str) -> Option<String> {
         return Some(format!(
             "it has a query or a fragment (dsh appends {appended} to the base URL, so it must \
              end with its path)"
+        ));
+    }
+    let tail = appended.trim_end_matches('/');
+    if !tail.is_empty() && url.path().trim_end_matches('/').ends_with(tail) {
+        return Some(format!(
+            "its path already ends with {tail} (dsh appends {appended} to the base URL: give \
+             the part before it)"
         ));
     }
     None
@@ -108,6 +116,33 @@ mod tests {
             Some(
                 "it has a query or a fragment (dsh appends /v1/messages to the base URL, so it \
                  must end with its path)"
+            )
+        );
+        for url in [
+            "https://gw.example/v1/messages",
+            "https://gw.example/v1/messages/",
+        ] {
+            assert_eq!(
+                base_url_problem(url, "/v1/messages").as_deref(),
+                Some(
+                    "its path already ends with /v1/messages (dsh appends /v1/messages to the \
+                     base URL: give the part before it)"
+                )
+            );
+        }
+        assert_eq!(
+            base_url_problem("https://gw.example/anthropic", "/v1/messages"),
+            None
+        );
+        assert_eq!(
+            base_url_problem(
+                "http://127.0.0.1:8080/v1/chat/completions",
+                "/chat/completions"
+            )
+            .as_deref(),
+            Some(
+                "its path already ends with /chat/completions (dsh appends /chat/completions to \
+                 the base URL: give the part before it)"
             )
         );
     }

@@ -469,9 +469,27 @@ impl ModelCatalog {
     }
 
     /// The pricing and thinking facts of `model`: the built-in entry overlaid field by field by
-    /// the user's `[models."<id>"]` override.
+    /// the user's `[models."<id>"]` override. A dated snapshot id takes its alias's built-in
+    /// prices (Anthropic prices a snapshot as its alias): `claude-sonnet-4-5-20250929` ⇒
+    /// `claude-sonnet-4-5`, `claude-sonnet-4-20250514` and `claude-sonnet-4` ⇒
+    /// `claude-sonnet-4-0`; an override is looked up by the id as written.
     pub fn pricing(&self, model: &str) -> ModelPricing {
-        let base = self.builtin_pricing.get(model).copied().unwrap_or_default();
+        let base = self
+            .builtin_pricing
+            .get(model)
+            .or_else(|| {
+                let (head, tail) = model.rsplit_once('-')?;
+                let undated = if tail.len() == 8 && tail.bytes().all(|b| b.is_ascii_digit()) {
+                    head
+                } else {
+                    model
+                };
+                self.builtin_pricing
+                    .get(undated)
+                    .or_else(|| self.builtin_pricing.get(&format!("{undated}-0")))
+            })
+            .copied()
+            .unwrap_or_default();
         match self.overrides.get(model) {
             Some(over) => base.overlaid(over.pricing()),
             None => base,
@@ -635,6 +653,19 @@ mod tests {
         assert_eq!(sonnet.cost_picos(&u), Some(24_000_000_000));
         assert_eq!(sonnet.cost_usd(&u), Some(0.024));
         assert_eq!(c.pricing("qwen2.5-coder").cost_usd(&u), None);
+        // dated snapshots and the short alias take the alias's prices
+        for id in [
+            "claude-sonnet-4-5-20250929",
+            "claude-sonnet-4-20250514",
+            "claude-sonnet-4",
+        ] {
+            assert_eq!(c.pricing(id).cost_picos(&u), Some(24_000_000_000), "{id}");
+        }
+        assert_eq!(
+            c.pricing("claude-opus-4-1-20250805").input_price,
+            Some(UsdPerMTok(15_000_000))
+        );
+        assert_eq!(c.pricing("claude-sonnet-4-5-2025").cost_usd(&u), None);
         assert_eq!(
             c.resolve("claude-opus-4-5", None),
             ModelLimits::new(200_000, 64_000)

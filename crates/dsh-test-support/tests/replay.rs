@@ -148,3 +148,22 @@ fn binary_prints_its_address_and_serves_the_script() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn binary_help_names_both_formats() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh-replay-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("DEEPSEEK_BASE_URL=<that URL>"), "{help}");
+    assert!(
+        help.contains(
+            "It also speaks the Anthropic Messages format: a POST to <URL>/v1/messages gets the \
+             same script as Anthropic SSE"
+        ),
+        "{help}"
+    );
+    assert!(help.contains("ANTHROPIC_BASE_URL=<that URL>"), "{help}");
+}

@@ -264,12 +264,21 @@ impl App {
     /// # Errors
     /// [`UsageError`] naming exactly what to set.
     pub fn check_provider(&self) -> Result<()> {
+        self.check_route(&self.config.provider)
+    }
+
+    /// Fails with a one-paragraph message when the provider route `p` cannot be used (unknown,
+    /// or its API key variable unset). A resumed session is checked on the route it resumes on
+    /// ([`App::resume`]), not on the settings' route.
+    ///
+    /// # Errors
+    /// [`UsageError`] naming exactly what to set.
+    pub fn check_route(&self, p: &str) -> Result<()> {
         let llm = self
             .kernel
             .root()
             .require::<LlmService>()
             .map_err(|e| anyhow!("{e}"))?;
-        let p = &self.config.provider;
         match llm.provider_info(p) {
             None => {
                 let known: Vec<String> = llm.list_providers().into_iter().map(|i| i.id).collect();

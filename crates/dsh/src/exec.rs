@@ -42,13 +42,13 @@ pub struct ExecRequest {
 /// Setup failures (the caller maps them to exit 2 or 1).
 pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
     let started = Instant::now();
-    app.check_provider()?;
     let agent = if let Some(id) = &req.resume {
-        app.resume(id).await?.0
+        resumed(&app, id).await?
     } else if req.continue_last {
         let id = app.last_session_id()?;
-        app.resume(&id).await?.0
+        resumed(&app, &id).await?
     } else {
+        app.check_provider()?;
         app.new_agent().await?
     };
     let _headless = deny_instead_of_asking(&app)?;
@@ -139,7 +139,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                 let _ = writeln!(std::io::stdout());
             }
             let catalog = crate::usage::catalog(app.kernel.root());
-            let cost = crate::usage::exec_cost(&events, from_seq, &catalog);
+            let (usage, cost) = crate::usage::exec_cost(&events, from_seq, &catalog);
             if let Some(line) = exit::turn_end_line(summary.reason.as_ref()) {
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
@@ -150,7 +150,7 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
                     agent.id().as_str(),
                     app.config.persist,
                     started.elapsed(),
-                    &summary.usage,
+                    &usage,
                     cost.as_deref(),
                 )
             );
@@ -187,25 +187,35 @@ pub async fn run(app: App, req: ExecRequest) -> Result<i32> {
 }
 
 /// The last stderr line of a text-mode `exec`: `session <id> · <secs> s · <in> in / <out> out
-/// tokens`, with `(cached <n>)` after the input when the provider served some from its cache,
-/// `(estimated)` when the provider sent no usage, and `(not saved)` after the id under
-/// `--ephemeral`. Seconds have one decimal; token counts are summed over the run's assistant
-/// messages (input = uncached + cache read + cache write, as the `--json` result's `usage`).
-/// Then ` · <cost>` when the run made a model call (see `usage::exec_cost`).
+/// tokens`, with `(cached <n>)` after the input when the provider served some from its cache
+/// (`(cached <n>, written <m>)` when it also wrote `m` to it, `(written <m>)` for writes
+/// alone), `(estimated)` when the provider sent no usage, and `(not saved)` after the id under
+/// `--ephemeral`. Seconds have one decimal; the token counts are this run's dsh-usage figures,
+/// failed attempts included, the same figures its cost is priced from (input = uncached + cache
+/// read + cache write, as the `--json` result's `usage`). Then ` · <cost>` when the run made a
+/// model call (see `usage::exec_cost`).
 fn end_line(
     id: &str,
     persisted: bool,
     elapsed: std::time::Duration,
-    usage: &dsh_llm::TokenUsage,
+    usage: &dsh_usage::Usage,
     cost: Option<&str>,
 ) -> String {
-    let cached = usage
-        .cache_read_tokens
-        .filter(|n| *n > 0)
-        .map(|n| format!(" (cached {n})"))
-        .unwrap_or_default();
+    let cache: Vec<String> = [
+        (usage.cached_input_tokens, "cached"),
+        (usage.cache_write_tokens, "written"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{what} {n}"))
+    .collect();
+    let cache = if cache.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", cache.join(", "))
+    };
     format!(
-        "session {id}{} · {:.1} s · {} in{cached} / {} out tokens{}{}",
+        "session {id}{} · {:.1} s · {} in{cache} / {} out tokens{}{}",
         if persisted { "" } else { " (not saved)" },
         elapsed.as_secs_f64(),
         usage.total_input(),
@@ -213,6 +223,14 @@ fn end_line(
         if usage.estimated { " (estimated)" } else { "" },
         cost.map(|c| format!(" · {c}")).unwrap_or_default()
     )
+}
+
+/// The stored session `id` resumed on its route, which must be usable (its key set): the
+/// route the session last used, not the settings' one, unless the command line chose another.
+async fn resumed(app: &App, id: &str) -> Result<dsh_agent::Agent> {
+    let agent = app.resume(id).await?.0;
+    app.check_route(&agent.options().provider.unwrap_or_default())?;
+    Ok(agent)
 }
 
 /// Nobody can answer an approval question in `exec`: a policy's `ask` becomes a denial whose

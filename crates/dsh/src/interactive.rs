@@ -164,7 +164,9 @@ fn fresh_options(app: &App, chosen: Option<&AgentOptions>) -> AgentOptions {
 /// # Errors
 /// Setup failures (provider, session).
 pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Result<i32> {
-    app.check_provider()?;
+    if resume.is_none() {
+        app.check_provider()?;
+    }
     // `None`: a new session not created yet (no input so far).
     let mut agent: Option<Agent> = None;
     // `/model` before the first input of a new session.
@@ -176,6 +178,8 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
     if let Some(id) = &resume {
         let (a, source) = app.resume(id).await?;
         let o = a.options();
+        // the route the session resumes on must be usable, not the settings' one
+        app.check_route(o.provider.as_deref().unwrap_or_default())?;
         banner_route = format!(
             "{}/{} ({})",
             o.provider.unwrap_or_default(),

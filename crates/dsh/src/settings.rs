@@ -145,33 +145,88 @@ fn read_layer(path: &Path) -> Result<Option<Layer>> {
     }))
 }
 
-/// Parses `-c key=value` pairs into one layer (dotted keys; values parsed as TOML, else taken
-/// as strings).
+/// Splits the key of a `-c` pair into its segments with TOML's dotted-key syntax: bare
+/// segments are trimmed, `"…"` (with `\"` and `\\` escapes) and `'…'` segments are taken as
+/// written, dots included (`models."qwen2.5-coder".input_price` is three segments). Returns the
+/// segments and the rest of `pair` after the `=` that ends the key.
 ///
 /// # Errors
-/// A pair without `=`, an empty key segment, or a key below a non-table value.
+/// An unterminated quote, text after a closing quote other than `.` or `=`, an empty segment,
+/// or no `=`.
+fn split_pair(pair: &str) -> Result<(Vec<String>, &str)> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = pair.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' | '\'' if cur.trim().is_empty() && !quoted => {
+                cur.clear();
+                let mut closed = false;
+                while let Some((_, q)) = chars.next() {
+                    match q {
+                        _ if q == c => {
+                            closed = true;
+                            break;
+                        }
+                        '\\' if c == '"' => match chars.next() {
+                            Some((_, e @ ('"' | '\\'))) => cur.push(e),
+                            Some((_, 'n')) => cur.push('\n'),
+                            Some((_, 't')) => cur.push('\t'),
+                            _ => bail!("-c {pair}: unsupported escape in a quoted key"),
+                        },
+                        q => cur.push(q),
+                    }
+                }
+                if !closed {
+                    bail!("-c {pair}: unterminated quoted key segment");
+                }
+                quoted = true;
+            }
+            '.' | '=' => {
+                let part = if quoted {
+                    std::mem::take(&mut cur)
+                } else {
+                    std::mem::take(&mut cur).trim().to_owned()
+                };
+                if part.is_empty() && !quoted {
+                    bail!("-c {pair}: empty key segment");
+                }
+                parts.push(part);
+                quoted = false;
+                if c == '=' {
+                    return Ok((parts, &pair[i + 1..]));
+                }
+            }
+            c if quoted && c.is_whitespace() => {}
+            c if quoted => bail!("-c {pair}: `{c}` after a quoted key segment"),
+            c => cur.push(c),
+        }
+    }
+    bail!("-c {pair}: expected key=value")
+}
+
+/// Parses `-c key=value` pairs into one layer (dotted keys with TOML's quoting, see
+/// [`split_pair`]; values parsed as TOML, else taken as strings).
+///
+/// # Errors
+/// A pair without `=`, an empty or badly quoted key segment, or a key below a non-table value.
 pub fn flag_layer(pairs: &[String]) -> Result<Layer> {
     let mut table = toml::Table::new();
     for pair in pairs {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| anyhow!("-c {pair}: expected key=value"))?;
+        let (parts, value) = split_pair(pair)?;
         let value: toml::Value = format!("v = {value}")
             .parse::<toml::Table>()
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(value.to_owned()));
-        let parts: Vec<&str> = key.trim().split('.').collect();
         let mut cur = &mut table;
         for (i, part) in parts.iter().enumerate() {
-            if part.is_empty() {
-                bail!("-c {pair}: empty key segment");
-            }
             if i + 1 == parts.len() {
-                cur.insert((*part).to_owned(), value.clone());
+                cur.insert(part.clone(), value.clone());
             } else {
                 let entry = cur
-                    .entry((*part).to_owned())
+                    .entry(part.clone())
                     .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                 cur = entry
                     .as_table_mut()
@@ -780,6 +835,40 @@ mod tests {
             toml::Value::Table(l.table).to_string(),
             "{ max_tokens = 512, model = \"deepseek-v4-pro\", persistence = { backend = \"sqlite\" } }"
         );
+    }
+
+    #[test]
+    fn flag_keys_honour_toml_quoted_segments() {
+        let l = flag_layer(&[
+            r#"models."mystery-1".input_price=1"#.into(),
+            r#"models."mystery-1".output_price=10"#.into(),
+            r#"models."qwen2.5-coder".context_window=32768"#.into(),
+            "models.'a=b.c' . thinks = true".into(),
+            r#"models."q\"x".thinks=false"#.into(),
+        ])
+        .unwrap();
+        let models = l.table["models"].as_table().unwrap();
+        let keys: Vec<&str> = models.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["a=b.c", "mystery-1", "q\"x", "qwen2.5-coder"]);
+        assert_eq!(
+            models["mystery-1"].to_string(),
+            "{ input_price = 1, output_price = 10 }"
+        );
+        assert_eq!(
+            models["qwen2.5-coder"].to_string(),
+            "{ context_window = 32768 }"
+        );
+        assert_eq!(models["a=b.c"].to_string(), "{ thinks = true }");
+        assert_eq!(models["q\"x"].to_string(), "{ thinks = false }");
+        for (bad, msg) in [
+            (r#"models."open.x=1"#, "unterminated quoted key segment"),
+            (r#"models."a"b.x=1"#, "`b` after a quoted key segment"),
+            ("models..x=1", "empty key segment"),
+            ("models.x", "expected key=value"),
+        ] {
+            let e = flag_layer(&[bad.into()]).unwrap_err().to_string();
+            assert_eq!(e, format!("-c {bad}: {msg}"));
+        }
     }
 
     #[test]

@@ -43,17 +43,19 @@ pub(crate) fn add_result_fields(
     line["sessionUsage"] = usage_of(events, catalog).usage.to_json();
 }
 
-/// The cost part of a text-mode `exec`'s end line: this run's cost (`$0.000072`; `$?` when a
-/// model in use has no prices), followed by ` (session: $0.0720)` when the session had spent
-/// before this run. `None` when the run made no model call with usage.
+/// This run's usage (the events from `from_seq` on, failed attempts included) and the cost
+/// part of a text-mode `exec`'s end line: this run's cost (`$0.000072`; `$?` when a model in
+/// use has no prices), followed by ` (session: $0.0720)` when the session had spent before this
+/// run; the cost is `None` when the run made no model call with usage. The end line's token
+/// figures and its cost are both these dsh-usage figures.
 pub(crate) fn exec_cost(
     events: &[Arc<SessionEvent>],
     from_seq: u64,
     catalog: &ModelCatalog,
-) -> Option<String> {
+) -> (Usage, Option<String>) {
     let run = usage_since(events, from_seq, catalog);
     if is_empty(&run) {
-        return None;
+        return (run, None);
     }
     let session = usage_of(events, catalog).usage;
     let mut cost = dsh_usage::fmt_cost(run.cost_usd());
@@ -63,7 +65,7 @@ pub(crate) fn exec_cost(
             dsh_usage::fmt_cost(session.cost_usd())
         ));
     }
-    Some(cost)
+    (run, Some(cost))
 }
 
 /// The per-turn line of `dsh sessions show`: `   usage: <turn>` for turn `turn`, `None` when it

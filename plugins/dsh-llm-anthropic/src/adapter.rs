@@ -198,12 +198,13 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Box<Streaming
         None => None,
     };
     let built = build_body(config, &opts).map_err(|failure| FinishReason::Error { failure })?;
-    let body = serde_json::to_vec(&built.body).map_err(|e| FinishReason::Error {
+    let body: Vec<u8> = serde_json::to_vec(&built.body).map_err(|e| FinishReason::Error {
         failure: LlmFailure::new(
             codes::INVALID_REQUEST,
             format!("the request body cannot be serialized: {e}"),
         ),
     })?;
+    let prompt_bytes = body.len();
     let signal = opts.signal.clone();
     if signal.is_cancelled() {
         return Err(FinishReason::Aborted { failure: aborted() });
@@ -236,7 +237,11 @@ async fn start(inner: Arc<Inner>, opts: GenerateOptions) -> Result<Box<Streaming
     } = dsh_llm_http::send(send_route, &request_url, req, &signal).await?;
     Ok(Box::new(Streaming {
         body: SseBody::new(response),
-        tr: StreamTranslator::new(&config.id, &opts.model),
+        tr: {
+            let mut tr = StreamTranslator::new(&config.id, &opts.model);
+            tr.set_prompt_bytes(prompt_bytes);
+            tr
+        },
         signal,
         idle: Duration::from_millis(route.timeouts.idle_ms),
         route: config.id.clone(),

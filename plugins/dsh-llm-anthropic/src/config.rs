@@ -132,6 +132,27 @@ pub fn deepseek_anthropic_catalog() -> Vec<ModelEntry> {
         .collect()
 }
 
+/// A `models` entry of a `[providers.<id>]` table, with what it leaves out taken from the
+/// built-in catalogs ([`claude_catalog`], [`deepseek_anthropic_catalog`]) when they know its
+/// id: a Claude model listed on a gateway route gets the thinking defaults (efforts, default
+/// `max_tokens`) and limits of the built-in `anthropic` route unless the entry sets them.
+pub fn listed_entry(spec: &ModelSpec) -> ModelEntry {
+    let mut e = spec.entry();
+    let known = claude_catalog()
+        .into_iter()
+        .chain(deepseek_anthropic_catalog())
+        .find(|k| k.id == e.id);
+    if let Some(k) = known {
+        e.context_window = e.context_window.or(k.context_window);
+        e.max_output_tokens = e.max_output_tokens.or(k.max_output_tokens);
+        e.default_max_tokens = e.default_max_tokens.or(k.default_max_tokens);
+        if e.reasoning_efforts.is_empty() {
+            e.reasoning_efforts = k.reasoning_efforts;
+        }
+    }
+    e
+}
+
 /// Every Anthropic-format route and the adapter-wide timeouts.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AnthropicSettings {
@@ -202,7 +223,7 @@ impl AnthropicSettings {
                     r.display_name.clone_from(name);
                 }
                 if !p.models.is_empty() {
-                    r.models = p.models.iter().map(ModelSpec::entry).collect();
+                    r.models = p.models.iter().map(listed_entry).collect();
                 }
                 r.timeouts = p.timeouts();
                 continue;
@@ -215,7 +236,7 @@ impl AnthropicSettings {
                 display_name: p.display_name.clone().unwrap_or_else(|| id.clone()),
                 base_url: p.base_url.clone().unwrap_or_default(),
                 api_key_env: p.api_key_env.clone(),
-                models: p.models.iter().map(ModelSpec::entry).collect(),
+                models: p.models.iter().map(listed_entry).collect(),
                 timeouts: p.timeouts(),
             });
         }

@@ -75,6 +75,8 @@ pub struct StreamTranslator {
     stop_reason: Option<String>,
     started: bool,
     ended: bool,
+    /// The request body's size, for the estimate when the response carries no usage.
+    prompt_bytes: Option<usize>,
 }
 
 fn usage_from(v: &Value, base: Option<TokenUsage>) -> TokenUsage {
@@ -109,7 +111,37 @@ impl StreamTranslator {
             stop_reason: None,
             started: false,
             ended: false,
+            prompt_bytes: None,
         }
+    }
+
+    /// Turns usage estimation on: when the response completes without any wire `usage`
+    /// (neither `message_start` nor `message_delta` carried one), a `usage` chunk is emitted
+    /// with `estimated: true`, input tokens ⌈`prompt_bytes` / 4⌉ (the request body) and output
+    /// tokens ⌈bytes / 4⌉ of the answer's text, thinking, tool names and arguments — the
+    /// estimate the OpenAI-format route makes (docs/upstream/anthropic.md, "Usage").
+    pub fn set_prompt_bytes(&mut self, prompt_bytes: usize) {
+        self.prompt_bytes = Some(prompt_bytes);
+    }
+
+    /// The usage to report at the end of a completed response: the wire's, else the estimate
+    /// when [`StreamTranslator::set_prompt_bytes`] turned it on.
+    fn final_usage(&self) -> Option<TokenUsage> {
+        if self.usage.is_some() {
+            return self.usage;
+        }
+        let prompt = self.prompt_bytes?;
+        let answer: usize = self
+            .blocks
+            .iter()
+            .map(|b| b.text.len() + b.name.len())
+            .sum();
+        Some(TokenUsage {
+            input_tokens: (prompt as u64).div_ceil(4),
+            output_tokens: (answer as u64).div_ceil(4),
+            estimated: true,
+            ..TokenUsage::default()
+        })
     }
 
     /// The terminal chunk was produced.
@@ -222,6 +254,7 @@ impl StreamTranslator {
                     signature: cb
                         .get("signature")
                         .and_then(Value::as_str)
+                        .filter(|sig| !sig.is_empty())
                         .map(str::to_owned),
                     ..Partial::new("reasoning")
                 },
@@ -370,7 +403,7 @@ impl StreamTranslator {
             self.fail(failure, out);
             return;
         }
-        if let Some(usage) = self.usage {
+        if let Some(usage) = self.final_usage() {
             out.push(StreamChunk::Usage { usage });
         }
         let replay_state = Some(self.replay_envelope());

@@ -100,20 +100,20 @@ fn assistant_blocks(message: &Message, opts: &GenerateOptions) -> (Vec<Value>, V
                     .filter(|s| s.get("redacted").and_then(Value::as_bool) == Some(true))
                     .and_then(|s| s.get("data"))
                     .and_then(Value::as_str);
+                // an empty signature is no signature (a block cut by `max_tokens` or one
+                // that never got its `signature_delta`): the provider rejects it
                 let signature = state
                     .and_then(|s| s.get("signature"))
-                    .and_then(Value::as_str);
+                    .and_then(Value::as_str)
+                    .filter(|sig| !sig.is_empty());
                 if let Some(data) = redacted {
                     out.push(json!({"type": "redacted_thinking", "data": data}));
                 } else if let Some(sig) = signature {
                     out.push(json!({"type": "thinking", "thinking": text, "signature": sig}));
-                } else if !text.trim().is_empty() && replay.is_none() {
-                    // foreign reasoning (another format or route): plain text
-                    out.push(json!({"type": "text", "text": text}));
                 } else if !text.trim().is_empty() {
-                    // our own reasoning that came without a signature (a provider that
-                    // sends none): keep it as thinking with an empty signature
-                    out.push(json!({"type": "thinking", "thinking": text, "signature": ""}));
+                    // foreign reasoning (another format or route), or our own without a
+                    // signature: plain text, as after a cancelled stream
+                    out.push(json!({"type": "text", "text": text}));
                 }
             }
             ContentBlock::ToolCall {

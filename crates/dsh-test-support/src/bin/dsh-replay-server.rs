@@ -15,6 +15,12 @@ const HELP: &str =
 and prints its base URL (http://127.0.0.1:PORT) as the first stdout line; point dsh at it with \
 DEEPSEEK_BASE_URL=<that URL> and any DEEPSEEK_API_KEY. Each request gets the next scripted response.
 
+It also speaks the Anthropic Messages format: a POST to <URL>/v1/messages gets the same script \
+as Anthropic SSE (thinking blocks with signatures, tool_use blocks, usage); point the anthropic \
+route at it with ANTHROPIC_BASE_URL=<that URL> and any ANTHROPIC_API_KEY, or a \
+format = \"anthropic\" route with base_url = <that URL>. Raw \"sse\" responses are served as \
+they are on both paths.
+
 SCRIPT.json is an array of responses (or {\"responses\": [...]}), each one of:
   {\"text\": \"the answer\"}                               a streamed text answer
   {\"tool_calls\": [[\"read\", {\"file_path\": \"a.txt\"}]]}   tool calls (name, arguments)

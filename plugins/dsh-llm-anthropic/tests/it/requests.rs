@@ -153,6 +153,34 @@ fn same_route_history_replays_thinking_verbatim_and_groups_tool_results() {
 }
 
 #[test]
+fn our_thinking_without_a_signature_is_sent_as_text_never_with_an_empty_signature() {
+    // a block cut by `max_tokens` (no signature recorded), one recorded with "", one signed
+    let assistant = ours(
+        vec![
+            ContentBlock::reasoning("long thought cut"),
+            ContentBlock::reasoning("empty sig"),
+            ContentBlock::reasoning("signed"),
+        ],
+        json!([{"type": "reasoning"}, {"type": "reasoning", "signature": ""},
+               {"type": "reasoning", "signature": "SIG"}]),
+    );
+    let msgs = vec![
+        Message::user_text("go"),
+        assistant,
+        Message::user_text("t2"),
+    ];
+    let body = build_body(&route(), &opts(msgs)).unwrap().body;
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "long thought cut"},
+            {"type": "text", "text": "empty sig"},
+            {"type": "thinking", "thinking": "signed", "signature": "SIG"}
+        ]})
+    );
+}
+
+#[test]
 fn foreign_history_drops_signatures_converts_thinking_and_closes_orphans() {
     // produced by the OpenAI-format DeepSeek route: no replay state of ours
     let foreign = Message::assistant(
