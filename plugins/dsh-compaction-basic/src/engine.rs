@@ -8,23 +8,25 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput};
+use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput, is_checkpoint};
 use dsh_compaction::{
     CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionError,
     CompactionFuture, CompactionNotice, CompactionNoticePayload, CompactionResult,
     CompactionService, CompactionTarget, NoticeLevel, SurfaceView, Trigger, active_lock_of,
 };
 use dsh_kernel::{Context, ErrorCode as _};
-use dsh_llm::ModelInfo;
 use dsh_llm::models::ModelCatalog;
+use dsh_llm::{Message, ModelInfo};
 use dsh_session::{Session, derive_event_message};
-use dsh_token_meter::{TokenMeasurement, TokenMeter};
+use dsh_token_meter::{TokenMeasurement, TokenMeter, estimate_header, estimate_message};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::CompactionConfig;
 use crate::policy::{select_range, thresholds};
 use crate::pruner::{self, PrunerConfig};
-use crate::summarizer::{Summarizer, build_request, summary_blocks};
+use crate::summarizer::{
+    Summarizer, build_request, dropped_marker, fit_to_window, instruction_message, summary_blocks,
+};
 
 /// Looks up what the adapter serving a route knows about a model (the LLM service's
 /// `resolve_model`, or a test double).
@@ -278,6 +280,19 @@ impl BasicCompaction {
         })
     }
 
+    /// The context window of the summarising route `(provider, model)`: the session's own
+    /// window when it is the session's route, else the catalog's.
+    fn route_window(&self, session: &Session, (p, m): (&str, &str)) -> Option<u64> {
+        let same = session
+            .request_header()
+            .is_some_and(|h| h.config.provider == p && h.config.model == m);
+        if same {
+            self.context_window(session)
+        } else {
+            self.catalog.context_window(m, (self.lookup)(p, m).as_ref())
+        }
+    }
+
     fn warn_once(
         &self,
         target: &CompactionTarget,
@@ -326,10 +341,44 @@ impl BasicCompaction {
             None => (header.config.provider.clone(), header.config.model.clone()),
         };
         let region = Region::from_view(view, first, last);
-        let shadowed = view.nodes[first..=last]
+        let items: Vec<_> = view.nodes[first..=last]
             .iter()
-            .filter_map(|e| derive_event_message(e))
+            .map(|e| derive_event_message(e))
             .collect();
+        let costs: Vec<u64> = items
+            .iter()
+            .map(|m| m.as_deref().map_or(0, estimate_message))
+            .collect();
+        let balanced = view.balanced_boundaries();
+        let balanced = balanced.get(first..=last).unwrap_or_default();
+        // An earlier checkpoint heading the span is never dropped: it is the most compact
+        // account of everything before it.
+        let pinned = usize::from(
+            items
+                .first()
+                .and_then(Option::as_deref)
+                .is_some_and(is_checkpoint),
+        );
+        let fixed = estimate_header(&header)
+            + estimate_message(&instruction_message())
+            + estimate_message(&dropped_marker(items.len()))
+            + costs[..pinned].iter().sum::<u64>();
+        let window = self.route_window(session, (&route.0, &route.1));
+        let (keep, max_tokens) = fit_to_window(
+            window,
+            fixed,
+            &costs[pinned..],
+            balanced.get(pinned..).unwrap_or_default(),
+            self.cfg.max_tokens,
+        );
+        let mut items = items.into_iter();
+        let mut shadowed: Vec<Arc<Message>> = items.by_ref().take(pinned).flatten().collect();
+        if keep > 0 {
+            tracing::warn!(target: "dsh_compaction_basic", dropped = keep,
+                "the oldest history items do not fit the summarising model's window: dropped");
+            shadowed.push(Arc::new(dropped_marker(keep)));
+        }
+        shadowed.extend(items.skip(keep).flatten());
         let (turn, source) = match owner {
             Owner::Auto => (target.turn, None),
             Owner::Manual(src) => (None, src),
@@ -345,7 +394,7 @@ impl BasicCompaction {
             &header,
             shadowed,
             (&route.0, &route.1),
-            self.cfg.max_tokens,
+            max_tokens,
             Some(session.id().to_owned()),
             signal.child_token(),
         ) {
@@ -378,7 +427,7 @@ impl BasicCompaction {
             summary,
             provider: route.0,
             model: route.1,
-            max_tokens: Some(self.cfg.max_tokens),
+            max_tokens: Some(max_tokens),
             usage: out.usage,
             raw_output: Some(out.blocks),
         };
