@@ -44,6 +44,7 @@ pub struct BasicCompaction {
     meters: Mutex<HashMap<String, TokenMeter>>,
     warned: Mutex<HashSet<(String, String)>>,
     rejected: Mutex<HashMap<String, Vec<u64>>>,
+    learned: Mutex<HashMap<(String, String), u64>>,
     events: Option<Context>,
 }
 
@@ -80,6 +81,7 @@ impl BasicCompaction {
             meters: Mutex::new(HashMap::new()),
             warned: Mutex::new(HashSet::new()),
             rejected: Mutex::new(HashMap::new()),
+            learned: Mutex::new(HashMap::new()),
             events: None,
         }
     }
@@ -267,17 +269,40 @@ impl BasicCompaction {
         }
     }
 
-    /// The context window of the route in force for `session`, if known.
+    /// The context window of the route in force for `session`, if known: the catalog's, else
+    /// the latest `request/context` of the same route, else the limit a context-window error
+    /// of that route stated ([`Self::learn_window`]).
     pub fn context_window(&self, session: &Session) -> Option<u64> {
         let header = session.request_header()?;
         let (p, m) = (&header.config.provider, &header.config.model);
         let info = (self.lookup)(p, m);
-        self.catalog.context_window(m, info.as_ref()).or_else(|| {
-            session
-                .request_context()
-                .filter(|c| &c.provider == p && &c.model == m)
-                .and_then(|c| c.context_window)
-        })
+        self.catalog
+            .context_window(m, info.as_ref())
+            .or_else(|| {
+                session
+                    .request_context()
+                    .filter(|c| &c.provider == p && &c.model == m)
+                    .and_then(|c| c.context_window)
+            })
+            .or_else(|| self.learned_window(p, m))
+    }
+
+    /// Remembers `window` (tokens), the limit a context-window error of route `(provider,
+    /// model)` stated, for a model whose window the catalog does not know; it then sizes the
+    /// summarisation request and the pressure threshold of that route (this process only).
+    pub fn learn_window(&self, (provider, model): (&str, &str), window: u64) {
+        self.learned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((provider.to_owned(), model.to_owned()), window);
+    }
+
+    fn learned_window(&self, p: &str, m: &str) -> Option<u64> {
+        self.learned
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .get(&(p.to_owned(), m.to_owned()))
+            .copied()
     }
 
     /// The context window of the summarising route `(provider, model)`: the session's own
@@ -289,7 +314,9 @@ impl BasicCompaction {
         if same {
             self.context_window(session)
         } else {
-            self.catalog.context_window(m, (self.lookup)(p, m).as_ref())
+            self.catalog
+                .context_window(m, (self.lookup)(p, m).as_ref())
+                .or_else(|| self.learned_window(p, m))
         }
     }
 
