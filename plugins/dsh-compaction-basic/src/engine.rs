@@ -523,7 +523,7 @@ impl BasicCompaction {
             return Ok((None, 0));
         };
         let t = match thresholds(window, &self.cfg) {
-            Ok(t) => t,
+            Ok(t) => t.reserving(window, header.config.max_tokens),
             Err(e) => {
                 self.warn_once(
                     target,

@@ -275,6 +275,23 @@ fn thresholds_floor_the_ratios() {
         "compaction.retain_tokens: the retained tail (12800 tokens) must be smaller than the \
          threshold (12800 tokens of a 16000-token window)"
     );
+    // Trial 14 defect 6: a bad ratio names the ratio key.
+    let ratio = CompactionConfig {
+        retain_ratio: Some(0.9),
+        ..CompactionConfig::default()
+    };
+    assert_eq!(
+        thresholds(16_000, &ratio).unwrap_err().to_string(),
+        "compaction.retain_ratio: the retained tail (14400 tokens) must be smaller than the \
+         threshold (12800 tokens of a 16000-token window)"
+    );
+    // Trial 14 defect 2: the threshold leaves room for the request's output.
+    let t = thresholds(16_000, &cfg).unwrap();
+    assert_eq!(t.reserving(16_000, Some(4000)).threshold, 12_000);
+    assert_eq!(t.reserving(16_000, Some(1000)).threshold, 12_800);
+    assert_eq!(t.reserving(16_000, None).threshold, 12_800);
+    // An output that leaves no more than the retained tail is not reserved for.
+    assert_eq!(t.reserving(16_000, Some(14_000)).threshold, 12_800);
 }
 
 #[test]

@@ -70,8 +70,10 @@ impl LlmAdapter for Script {
 
     fn models(&self, _provider: &str) -> Vec<ModelInfo> {
         let mut m = ModelInfo::new("m");
-        // 0: the adapter does not know the window.
+        // 0: the adapter does not know the window. A small output default keeps the
+        // thresholds at their ratios (the output fits beside them).
         m.context_window = (self.window > 0).then_some(self.window);
+        m.default_max_tokens = Some(256);
         vec![m]
     }
 }
