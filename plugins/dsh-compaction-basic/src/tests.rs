@@ -235,6 +235,11 @@ fn deepseek_and_openai_overflow_wording_is_recognised() {
     assert_eq!(stated_context_limit(openai), Some(128_000));
     assert_eq!(stated_context_limit(other_400), None);
     assert!(mentions_context_overflow("context_length_exceeded"));
+    // llama.cpp (trial 14 defect 3).
+    assert!(is_overflow_response(
+        400,
+        r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":17000,"n_ctx":16000}}"#
+    ));
     let classified = LlmFailure::new("CONTEXT_WINDOW_EXCEEDED", "deepseek: too long (HTTP 400)");
     assert!(is_context_overflow(&classified));
     let plain = LlmFailure::new(
