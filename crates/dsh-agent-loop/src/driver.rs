@@ -67,6 +67,9 @@ struct RunnerState {
     requested: bool,
     /// The runtime-context snapshot still on the surface (`None` = not yet read from the log).
     retained: Option<RetainedSnapshot>,
+    /// The session's replace generation when `retained` was read (a later replace may have
+    /// shadowed it).
+    retained_generation: u64,
     /// The last turn number (scanned from the log once, then tracked).
     last_turn: Option<u64>,
     /// The seq of the last `request/header` this loop instance logged and the tool schemas its
@@ -302,8 +305,15 @@ impl Runner {
             .await
             .map_err(LoopError::PromptAssembly)?;
             let mut batch = claimed;
-            let snapshot = {
+            let generation = session.replace_generation();
+            let mut snapshot = {
                 let mut st = self.state();
+                // A replace since the retained snapshot was read (a compaction) may have
+                // shadowed it: read it again from the surface.
+                if st.retained_generation != generation {
+                    st.retained = None;
+                }
+                st.retained_generation = generation;
                 let retained = st
                     .retained
                     .get_or_insert_with(|| RetainedSnapshot::from_session(&session));
@@ -333,10 +343,26 @@ impl Runner {
                     },
                 )
                 .await;
-            let messages = match decision {
+            let mut messages = match decision {
                 PreStepDecision::Reject => return Ok(TurnEndReason::Blocked),
                 PreStepDecision::Enter { messages } => messages,
             };
+            // A pre-step compaction that shadowed the retained snapshot leaves the request
+            // without one: send the current snapshot again in this step.
+            let now = session.replace_generation();
+            if snapshot.is_none()
+                && now != generation
+                && !(messages.is_empty() && (step == 0 || end.is_some()))
+            {
+                let mut st = self.state();
+                let retained = RetainedSnapshot::from_session(&session);
+                snapshot = snapshot_for(&retained, &parts);
+                st.retained = Some(retained);
+                st.retained_generation = now;
+                if let Some(s) = &snapshot {
+                    messages.push(s.clone());
+                }
+            }
             if step == 0 && messages.is_empty() {
                 return Ok(TurnEndReason::Completed);
             }

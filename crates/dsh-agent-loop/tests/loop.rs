@@ -601,6 +601,74 @@ async fn runtime_contexts_travel_as_snapshots_sent_only_on_change() {
     assert_requests_reconstructable(&h.script, session);
 }
 
+/// Trial 14 defect 4: a pre-step replace (a compaction) that shadows the retained snapshot
+/// makes the same step send the current snapshot again.
+#[tokio::test]
+async fn a_snapshot_shadowed_by_a_pre_step_replace_is_sent_again() {
+    use dsh_system_prompt::{PromptContext, SystemPrompt};
+    let h = Harness::new(vec![text("a"), text("b")]).await;
+    let sp = h.kernel.root().require::<SystemPrompt>().unwrap();
+    sp.context(
+        h.kernel.root(),
+        PromptContext::new(
+            "test:policy",
+            0.0,
+            dsh_system_prompt::PromptText::dynamic(|_| "mode: ask".to_owned()),
+        ),
+    )
+    .unwrap()
+    .detach();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let a = armed.clone();
+    h.kernel
+        .root()
+        .on_waterfall::<AgentPreStep, _, _>(move |p, next| {
+            let a = a.clone();
+            async move {
+                if a.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    // Shadow the whole surface with one summary message.
+                    let nodes = p.session.surface().nodes;
+                    let (first, last) = (nodes[0], *nodes.last().unwrap());
+                    p.session
+                        .append(
+                            "user/message",
+                            dsh_session::EventData::UserMessage(Arc::new(user("summary"))),
+                            Some(dsh_session::SurfaceIntent::replace(
+                                first,
+                                last,
+                                nodes.clone(),
+                            )),
+                        )
+                        .unwrap();
+                }
+                next.run(p).await
+            }
+        })
+        .unwrap()
+        .detach();
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    idle(&agent).await;
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    let texts: Vec<String> = agent
+        .session()
+        .derive_messages()
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(
+        texts,
+        s(&[
+            "summary",
+            "two",
+            "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\nmode: ask",
+            "b",
+        ])
+    );
+}
+
 #[tokio::test]
 async fn a_panicking_plugin_ends_the_turn_not_the_driver() {
     let h = Harness::new(vec![text("second turn works")]).await;

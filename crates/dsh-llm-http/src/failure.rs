@@ -36,6 +36,9 @@ pub fn is_context_overflow(s: &str) -> bool {
         "exceeds the context",
         "reduce the length of the messages",
         "exceed context limit",
+        // llama.cpp: "the request exceeds the available context size", exceed_context_size_error
+        "available context size",
+        "exceed_context_size",
     ]
     .iter()
     .any(|w| s.contains(w))
@@ -96,7 +99,8 @@ pub fn retry_after_ms(value: &str) -> Option<u64> {
 /// `CONTEXT_WINDOW_EXCEEDED`; 400/413/422 ⇒ `INVALID_REQUEST`; 429 ⇒ `RATE_LIMIT`; ≥ 500 ⇒
 /// `SERVER`; anything else ⇒ `HTTP_<status>`. `status` is always set; `retry_after_ms` (from
 /// `Retry-After` / `retry-after-ms`) and `request_id` (`x-request-id`) when given. The message is
-/// the provider's `error.message` (else the body's first 300 characters, else the status), with
+/// the provider's `error.message` (or a top-level `message`, vLLM's shape; else the body's first
+/// 300 characters, else the status), with
 /// `secret` (the API key) redacted, prefixed by the route and, for `AUTH`, a hint naming
 /// `key_env`.
 pub fn http_failure(
@@ -109,7 +113,11 @@ pub fn http_failure(
     secret: Option<&str>,
 ) -> LlmFailure {
     let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
-    let err = parsed.as_ref().and_then(|v| v.get("error"));
+    // The OpenAI envelope `{"error":{…}}`, else a top-level error object (vLLM:
+    // `{"object":"error","message":…,"code":400}`).
+    let err = parsed
+        .as_ref()
+        .and_then(|v| v.get("error").filter(|e| e.is_object()).or(Some(v)));
     let field = |k: &str| {
         err.and_then(|e| e.get(k))
             .and_then(|v| match v {
@@ -155,4 +163,42 @@ pub fn http_failure(
     f.provider_retry_after_ms = retry_after_ms;
     f.request_id = request_id;
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trial 14 defect 3: llama.cpp's and vLLM's context errors are context-window failures,
+    /// with the provider's message, not the raw body.
+    #[test]
+    fn llama_cpp_and_vllm_context_errors_are_classified() {
+        let llama = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":17000,"n_ctx":16000}}"#;
+        let f = http_failure("local", 400, llama, None, None, None, None);
+        assert_eq!(
+            (f.code.as_str(), f.message.as_str()),
+            (
+                "CONTEXT_WINDOW_EXCEEDED",
+                "local: the request exceeds the available context size, try increasing it \
+                 (HTTP 400)"
+            )
+        );
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 16000 tokens. However, you requested 19169 tokens (10977 in the messages, 8192 in the completion).","type":"BadRequestError","param":null,"code":400}"#;
+        let f = http_failure("local", 400, vllm, None, None, None, None);
+        assert_eq!(
+            (f.code.as_str(), f.message.as_str()),
+            (
+                "CONTEXT_WINDOW_EXCEEDED",
+                "local: This model's maximum context length is 16000 tokens. However, you \
+                 requested 19169 tokens (10977 in the messages, 8192 in the completion). (HTTP \
+                 400)"
+            )
+        );
+        let other = r#"{"object":"error","message":"bad field","code":400}"#;
+        let f = http_failure("local", 400, other, None, None, None, None);
+        assert_eq!(
+            (f.code.as_str(), f.message.as_str()),
+            ("INVALID_REQUEST", "local: bad field (HTTP 400)")
+        );
+    }
 }

@@ -186,6 +186,32 @@ impl ResolvedCallConfig {
     }
 }
 
+/// Reports the effective catalog's context window in `r` and fits a defaulted (or unset)
+/// `max_tokens` to the catalog: `min(default, max_output_tokens, context_window / 4)`, the
+/// bound alone when there is no default; an explicit `max_tokens` is kept.
+fn fit_output(catalog: &ModelCatalog, r: &mut ResolvedCallConfig) {
+    let limits = catalog.resolve(&r.config.model, r.model.as_ref());
+    r.context_window = limits.context_window;
+    if r.config.max_tokens.is_some() && !r.adapter_defaults.max_tokens {
+        return;
+    }
+    let bound = [
+        limits.max_output_tokens,
+        limits.context_window.map(|w| (w / 4).max(1)),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    let fitted = match (r.config.max_tokens, bound) {
+        (Some(d), Some(b)) => Some(d.min(b)),
+        (d, b) => d.or(b),
+    };
+    if fitted != r.config.max_tokens {
+        r.config.max_tokens = fitted;
+        r.adapter_defaults.max_tokens = true;
+    }
+}
+
 /// Materialises defaults of `info` into `config` and validates an explicit reasoning effort.
 ///
 /// # Errors
@@ -430,6 +456,10 @@ impl LlmService {
     /// `max_tokens` ← `default_max_tokens` and `reasoning_effort` ← the first declared effort,
     /// each only when unset, and marks them in `adapter_defaults`; also reports the context
     /// window (tokens). An unknown model passes through unchanged (the catalog is advisory).
+    /// A `max_tokens` the caller left unset is fitted to the effective catalog (`[models]`
+    /// overrides included): at most its `max_output_tokens` and a quarter of its context
+    /// window, and set to that bound when the adapter has no default (marked as a default);
+    /// an explicit `max_tokens` is kept (docs/upstream/compaction.md, "Output limits").
     ///
     /// # Errors
     /// [`LlmError::NoAdapter`] when no adapter serves `config.provider`;
@@ -444,10 +474,7 @@ impl LlmService {
             config,
             adapter.resolve_model(&config.provider, &config.model),
         )?;
-        r.context_window = self
-            .inner
-            .catalog
-            .context_window(&config.model, r.model.as_ref());
+        fit_output(&self.inner.catalog, &mut r);
         Ok(r)
     }
 
@@ -493,10 +520,7 @@ impl LlmService {
             config,
             adapter.resolve_model(&config.provider, &config.model),
         )?;
-        resolved.context_window = self
-            .inner
-            .catalog
-            .context_window(&config.model, resolved.model.as_ref());
+        fit_output(&self.inner.catalog, &mut resolved);
         Ok(PreparedCall {
             inner: self.inner.clone(),
             adapter,

@@ -570,6 +570,66 @@ async fn resolve_call_config_materialises_and_marks_defaults() {
     );
 }
 
+/// Trial 14 defect 2: a defaulted `max_tokens` is fitted to the effective catalog (the
+/// `[models]` overrides): at most `max_output_tokens` and a quarter of the window; an
+/// explicit one is kept.
+#[tokio::test]
+async fn a_defaulted_max_tokens_is_fitted_to_the_catalog_overrides() {
+    use dsh_llm::models::{ModelCatalog, ModelLimits, ModelsTable};
+    let resolve = |table: &[(&str, Option<u64>, Option<u64>)], model: &str| {
+        let mut t = ModelsTable::new();
+        for (id, w, o) in table {
+            t.insert(
+                (*id).into(),
+                ModelLimits {
+                    context_window: *w,
+                    max_output_tokens: *o,
+                    ..ModelLimits::default()
+                },
+            );
+        }
+        let kernel = Kernel::new();
+        let ctx = kernel.root().child("llm").unwrap();
+        let catalog = ModelCatalog::builtin().with_overrides(&t).unwrap();
+        let s = LlmService::with_catalog(ctx, catalog);
+        let _h = s
+            .register_adapter(routes(&["a"]), Arc::new(catalog_script()))
+            .unwrap();
+        let r = s
+            .resolve_call_config(&LlmCallConfig::new("a", model))
+            .unwrap();
+        let mut explicit = LlmCallConfig::new("a", model);
+        explicit.max_tokens = Some(100_000);
+        let e = s.resolve_call_config(&explicit).unwrap();
+        (
+            r.config.max_tokens,
+            r.adapter_defaults.max_tokens,
+            r.context_window,
+            e.config.max_tokens,
+        )
+    };
+    // No override: 8192 ≤ 128,000 / 4.
+    assert_eq!(
+        resolve(&[], "m"),
+        (Some(8192), true, Some(128_000), Some(100_000))
+    );
+    // A 16,000-token window leaves 4,000 for the output.
+    assert_eq!(
+        resolve(&[("m", Some(16_000), None)], "m"),
+        (Some(4000), true, Some(16_000), Some(100_000))
+    );
+    assert_eq!(
+        resolve(&[("m", None, Some(2000))], "m"),
+        (Some(2000), true, Some(128_000), Some(100_000))
+    );
+    // No adapter default: the override's max_output_tokens reaches the request.
+    assert_eq!(
+        resolve(&[("bare", Some(32_000), Some(3000))], "bare"),
+        (Some(3000), true, Some(32_000), Some(100_000))
+    );
+    assert_eq!(resolve(&[], "bare"), (None, false, None, Some(100_000)));
+}
+
 #[tokio::test]
 async fn stream_materialises_defaults_and_rejects_unsupported_effort() {
     let (_k, _ctx, s, _u) = setup();

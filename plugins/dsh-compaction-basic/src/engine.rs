@@ -8,23 +8,25 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput};
+use dsh_compaction::checkpoint::{Bracket, Region, SummaryInput, is_checkpoint};
 use dsh_compaction::{
     CompactionCause, CompactionCompleted, CompactionCompletedPayload, CompactionError,
     CompactionFuture, CompactionNotice, CompactionNoticePayload, CompactionResult,
     CompactionService, CompactionTarget, NoticeLevel, SurfaceView, Trigger, active_lock_of,
 };
 use dsh_kernel::{Context, ErrorCode as _};
-use dsh_llm::ModelInfo;
 use dsh_llm::models::ModelCatalog;
+use dsh_llm::{Message, ModelInfo};
 use dsh_session::{Session, derive_event_message};
-use dsh_token_meter::{TokenMeasurement, TokenMeter};
+use dsh_token_meter::{TokenMeasurement, TokenMeter, estimate_header, estimate_message};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::CompactionConfig;
 use crate::policy::{select_range, thresholds};
 use crate::pruner::{self, PrunerConfig};
-use crate::summarizer::{Summarizer, build_request, summary_blocks};
+use crate::summarizer::{
+    Summarizer, build_request, dropped_marker, fit_to_window, instruction_message, summary_blocks,
+};
 
 /// Looks up what the adapter serving a route knows about a model (the LLM service's
 /// `resolve_model`, or a test double).
@@ -42,6 +44,7 @@ pub struct BasicCompaction {
     meters: Mutex<HashMap<String, TokenMeter>>,
     warned: Mutex<HashSet<(String, String)>>,
     rejected: Mutex<HashMap<String, Vec<u64>>>,
+    learned: Mutex<HashMap<(String, String), u64>>,
     events: Option<Context>,
 }
 
@@ -78,6 +81,7 @@ impl BasicCompaction {
             meters: Mutex::new(HashMap::new()),
             warned: Mutex::new(HashSet::new()),
             rejected: Mutex::new(HashMap::new()),
+            learned: Mutex::new(HashMap::new()),
             events: None,
         }
     }
@@ -265,17 +269,55 @@ impl BasicCompaction {
         }
     }
 
-    /// The context window of the route in force for `session`, if known.
+    /// The context window of the route in force for `session`, if known: the catalog's, else
+    /// the latest `request/context` of the same route, else the limit a context-window error
+    /// of that route stated ([`Self::learn_window`]).
     pub fn context_window(&self, session: &Session) -> Option<u64> {
         let header = session.request_header()?;
         let (p, m) = (&header.config.provider, &header.config.model);
         let info = (self.lookup)(p, m);
-        self.catalog.context_window(m, info.as_ref()).or_else(|| {
-            session
-                .request_context()
-                .filter(|c| &c.provider == p && &c.model == m)
-                .and_then(|c| c.context_window)
-        })
+        self.catalog
+            .context_window(m, info.as_ref())
+            .or_else(|| {
+                session
+                    .request_context()
+                    .filter(|c| &c.provider == p && &c.model == m)
+                    .and_then(|c| c.context_window)
+            })
+            .or_else(|| self.learned_window(p, m))
+    }
+
+    /// Remembers `window` (tokens), the limit a context-window error of route `(provider,
+    /// model)` stated, for a model whose window the catalog does not know; it then sizes the
+    /// summarisation request and the pressure threshold of that route (this process only).
+    pub fn learn_window(&self, (provider, model): (&str, &str), window: u64) {
+        self.learned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((provider.to_owned(), model.to_owned()), window);
+    }
+
+    fn learned_window(&self, p: &str, m: &str) -> Option<u64> {
+        self.learned
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .get(&(p.to_owned(), m.to_owned()))
+            .copied()
+    }
+
+    /// The context window of the summarising route `(provider, model)`: the session's own
+    /// window when it is the session's route, else the catalog's.
+    fn route_window(&self, session: &Session, (p, m): (&str, &str)) -> Option<u64> {
+        let same = session
+            .request_header()
+            .is_some_and(|h| h.config.provider == p && h.config.model == m);
+        if same {
+            self.context_window(session)
+        } else {
+            self.catalog
+                .context_window(m, (self.lookup)(p, m).as_ref())
+                .or_else(|| self.learned_window(p, m))
+        }
     }
 
     fn warn_once(
@@ -326,10 +368,44 @@ impl BasicCompaction {
             None => (header.config.provider.clone(), header.config.model.clone()),
         };
         let region = Region::from_view(view, first, last);
-        let shadowed = view.nodes[first..=last]
+        let items: Vec<_> = view.nodes[first..=last]
             .iter()
-            .filter_map(|e| derive_event_message(e))
+            .map(|e| derive_event_message(e))
             .collect();
+        let costs: Vec<u64> = items
+            .iter()
+            .map(|m| m.as_deref().map_or(0, estimate_message))
+            .collect();
+        let balanced = view.balanced_boundaries();
+        let balanced = balanced.get(first..=last).unwrap_or_default();
+        // An earlier checkpoint heading the span is never dropped: it is the most compact
+        // account of everything before it.
+        let pinned = usize::from(
+            items
+                .first()
+                .and_then(Option::as_deref)
+                .is_some_and(is_checkpoint),
+        );
+        let fixed = estimate_header(&header)
+            + estimate_message(&instruction_message())
+            + estimate_message(&dropped_marker(items.len()))
+            + costs[..pinned].iter().sum::<u64>();
+        let window = self.route_window(session, (&route.0, &route.1));
+        let (keep, max_tokens) = fit_to_window(
+            window,
+            fixed,
+            &costs[pinned..],
+            balanced.get(pinned..).unwrap_or_default(),
+            self.cfg.max_tokens,
+        );
+        let mut items = items.into_iter();
+        let mut shadowed: Vec<Arc<Message>> = items.by_ref().take(pinned).flatten().collect();
+        if keep > 0 {
+            tracing::warn!(target: "dsh_compaction_basic", dropped = keep,
+                "the oldest history items do not fit the summarising model's window: dropped");
+            shadowed.push(Arc::new(dropped_marker(keep)));
+        }
+        shadowed.extend(items.skip(keep).flatten());
         let (turn, source) = match owner {
             Owner::Auto => (target.turn, None),
             Owner::Manual(src) => (None, src),
@@ -345,7 +421,7 @@ impl BasicCompaction {
             &header,
             shadowed,
             (&route.0, &route.1),
-            self.cfg.max_tokens,
+            max_tokens,
             Some(session.id().to_owned()),
             signal.child_token(),
         ) {
@@ -378,7 +454,7 @@ impl BasicCompaction {
             summary,
             provider: route.0,
             model: route.1,
-            max_tokens: Some(self.cfg.max_tokens),
+            max_tokens: Some(max_tokens),
             usage: out.usage,
             raw_output: Some(out.blocks),
         };
@@ -447,7 +523,7 @@ impl BasicCompaction {
             return Ok((None, 0));
         };
         let t = match thresholds(window, &self.cfg) {
-            Ok(t) => t,
+            Ok(t) => t.reserving(window, header.config.max_tokens),
             Err(e) => {
                 self.warn_once(
                     target,

@@ -12,7 +12,9 @@
 use dsh_llm::{LlmFailure, codes};
 use serde_json::Value;
 
-const WORDING: [&str; 9] = [
+const WORDING: [&str; 11] = [
+    "available context size",
+    "exceed_context_size",
     "maximum context length",
     "context_length_exceeded",
     "context length",

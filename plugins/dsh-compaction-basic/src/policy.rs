@@ -20,6 +20,21 @@ pub struct Thresholds {
     pub retain: u64,
 }
 
+impl Thresholds {
+    /// The same budgets leaving room for a request output of `max_tokens` (the request's
+    /// `max_tokens`, tokens): the threshold drops to `context_window − max_tokens` when that is
+    /// lower and still above the retained tail (docs/upstream/compaction.md, "Output limits").
+    pub fn reserving(self, context_window: u64, max_tokens: Option<u64>) -> Self {
+        match max_tokens.map(|o| context_window.saturating_sub(o)) {
+            Some(room) if room < self.threshold && room > self.retain => Self {
+                threshold: room,
+                ..self
+            },
+            _ => self,
+        }
+    }
+}
+
 /// The budgets for `context_window` tokens.
 ///
 /// # Errors
@@ -33,7 +48,10 @@ pub fn thresholds(context_window: u64, cfg: &CompactionConfig) -> Result<Thresho
     };
     if retain >= threshold {
         return Err(ConfigError::Invalid {
-            key: "retain_tokens",
+            key: match cfg.retain() {
+                Retain::Ratio(_) => "retain_ratio",
+                Retain::Tokens(_) => "retain_tokens",
+            },
             message: format!(
                 "the retained tail ({retain} tokens) must be smaller than the threshold \
                  ({threshold} tokens of a {context_window}-token window)"

@@ -69,6 +69,61 @@ pub fn instruction_message() -> Message {
     )
 }
 
+/// The marker that stands, at the head of a summarisation request, for the `dropped` oldest
+/// history items left out because they did not fit the summarising model's context window
+/// (docs/upstream/compaction.md, "Fitting the summarisation request").
+pub fn dropped_marker(dropped: usize) -> Message {
+    Message::user(
+        vec![ContentBlock::text(format!(
+            "[{dropped} older history items were dropped here without being summarised: \
+             they did not fit the model's context window]"
+        ))],
+        MessageSource::plugin(INSTRUCTION_PLUGIN),
+    )
+}
+
+/// How a summarisation request fits a context window of `window` tokens: `fixed` is what
+/// every request carries (system prompt, tool schemas, instruction, marker), `costs` the
+/// estimated tokens of each shadowed item (oldest first) and `balanced[i]` whether a cut
+/// right before item `i` splits no tool call from its result. Returns `(first kept item,
+/// max_tokens)`: the output gets `min(max_tokens, window / 8)` set aside, the newest items that fit the rest are kept (the cut moved to a balanced boundary;
+/// everything when it all fits), and `max_tokens` is `min(max_tokens, window − input)`, at
+/// least 1. With no window the request is unchanged: `(0, max_tokens)`.
+pub fn fit_to_window(
+    window: Option<u64>,
+    fixed: u64,
+    costs: &[u64],
+    balanced: &[bool],
+    max_tokens: u64,
+) -> (usize, u64) {
+    let Some(window) = window else {
+        return (0, max_tokens);
+    };
+    let reserve = max_tokens.min(window / 8);
+    let budget = window.saturating_sub(reserve);
+    let total: u64 = costs.iter().sum();
+    let mut first = 0;
+    let mut input = fixed + total;
+    if input > budget {
+        // Walk from the newest item while the kept tail still fits, then move the cut
+        // toward the newest end until it is balanced.
+        let mut acc = fixed;
+        first = costs.len();
+        for i in (0..costs.len()).rev() {
+            if acc + costs[i] > budget {
+                break;
+            }
+            acc += costs[i];
+            first = i;
+        }
+        while first < costs.len() && !balanced.get(first).copied().unwrap_or(true) {
+            first += 1;
+        }
+        input = fixed + costs[first..].iter().sum::<u64>();
+    }
+    (first, max_tokens.min(window.saturating_sub(input)).max(1))
+}
+
 /// The summarisation request: `header`'s system prompt and tools (the config's provider and
 /// model replaced by `route`; its reasoning effort kept only on the same route), `shadowed`
 /// then [`instruction_message`], `max_tokens`, purpose `compaction`.

@@ -235,6 +235,11 @@ fn deepseek_and_openai_overflow_wording_is_recognised() {
     assert_eq!(stated_context_limit(openai), Some(128_000));
     assert_eq!(stated_context_limit(other_400), None);
     assert!(mentions_context_overflow("context_length_exceeded"));
+    // llama.cpp (trial 14 defect 3).
+    assert!(is_overflow_response(
+        400,
+        r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":17000,"n_ctx":16000}}"#
+    ));
     let classified = LlmFailure::new("CONTEXT_WINDOW_EXCEEDED", "deepseek: too long (HTTP 400)");
     assert!(is_context_overflow(&classified));
     let plain = LlmFailure::new(
@@ -275,6 +280,23 @@ fn thresholds_floor_the_ratios() {
         "compaction.retain_tokens: the retained tail (12800 tokens) must be smaller than the \
          threshold (12800 tokens of a 16000-token window)"
     );
+    // Trial 14 defect 6: a bad ratio names the ratio key.
+    let ratio = CompactionConfig {
+        retain_ratio: Some(0.9),
+        ..CompactionConfig::default()
+    };
+    assert_eq!(
+        thresholds(16_000, &ratio).unwrap_err().to_string(),
+        "compaction.retain_ratio: the retained tail (14400 tokens) must be smaller than the \
+         threshold (12800 tokens of a 16000-token window)"
+    );
+    // Trial 14 defect 2: the threshold leaves room for the request's output.
+    let t = thresholds(16_000, &cfg).unwrap();
+    assert_eq!(t.reserving(16_000, Some(4000)).threshold, 12_000);
+    assert_eq!(t.reserving(16_000, Some(1000)).threshold, 12_800);
+    assert_eq!(t.reserving(16_000, None).threshold, 12_800);
+    // An output that leaves no more than the retained tail is not reserved for.
+    assert_eq!(t.reserving(16_000, Some(14_000)).threshold, 12_800);
 }
 
 #[test]
@@ -529,7 +551,8 @@ fn pressure_compacts_keeping_the_tail() {
     // The request: shadowed 13 messages + the instruction.
     let opts = seen.seen.lock().unwrap().pop().unwrap();
     assert_eq!(opts.messages.len(), 14);
-    assert_eq!(opts.max_tokens, Some(8192));
+    // 8192 of output does not fit a 4000-token window beside the input: what is left does.
+    assert_eq!(opts.max_tokens, Some(544));
     // The surface: checkpoint, step 7, step 8.
     let view = SurfaceView::of(&s);
     assert_eq!(view.seqs(), vec![45, 34, 36, 39, 41]);
@@ -857,9 +880,15 @@ fn old_oversized_results_are_pruned_before_anything_is_summarised() {
     assert_eq!(r.shadowed_token_count, 12 + 7 * 1315);
     assert_eq!(r.shadowed_seqs.len(), 15);
     assert_eq!(r.shadowed_seqs[2], 44);
-    // The summarisation request carried the shortened results.
+    // The summarisation request carried the shortened results; the oldest part (the user
+    // message and two steps) does not fit the 8000-token window and is dropped with a marker.
     let opts = seen.seen.lock().unwrap().pop().unwrap();
-    assert_eq!(opts.messages.len(), 16);
+    assert_eq!(opts.messages.len(), 12);
+    assert_eq!(
+        nested_text(&opts.messages[0]),
+        "[5 older history items were dropped here without being summarised: they did not \
+         fit the model's context window]"
+    );
     let sent = nested_text(&opts.messages[2]);
     assert_eq!(sent.chars().count(), 4096 + MARKER.len() + 1024);
     assert!(sent.contains(MARKER));
@@ -979,5 +1008,69 @@ fn manual_compaction_emits_completed() {
             shadowed_count: 5,
             pruned_count: 0,
         }]
+    );
+}
+
+/// Trial defect 1: a session past its window (here ~6k tokens of history against a 4000-token
+/// window) is still compactable: the summarisation request keeps only the newest items that
+/// fit, with a marker for the dropped oldest part, and its `max_tokens` fits what is left.
+#[test]
+fn a_summarisation_request_past_the_window_drops_the_oldest_part_with_a_marker() {
+    let s = log(12, 2000);
+    end_turn(&s);
+    let (engine, scripted) = engine(4000, SUMMARY);
+    let target = CompactionTarget::new(s.clone(), None);
+    let r = rt()
+        .block_on(engine.compact_now(&target, CancellationToken::new(), None))
+        .unwrap()
+        .unwrap();
+    // The whole span is still shadowed: the oldest part is gone, not kept.
+    assert_eq!(r.shadowed_seqs.len(), 23);
+    let seen = scripted.seen.lock().unwrap();
+    let opts = &seen[0];
+    let input = dsh_token_meter::estimate_header(&header())
+        + opts
+            .messages
+            .iter()
+            .map(|m| dsh_token_meter::estimate_message(m))
+            .sum::<u64>();
+    let max_tokens = opts.max_tokens.unwrap();
+    assert!(input + max_tokens <= 4000, "{input} + {max_tokens}");
+    assert_eq!(
+        nested_text(&opts.messages[0]),
+        "[11 older history items were dropped here without being summarised: they did not \
+         fit the model's context window]"
+    );
+    // The kept part starts at a balanced boundary: an assistant tool call, not its result.
+    assert_eq!(opts.messages[1].role, dsh_llm::Role::Assistant);
+    assert_eq!((opts.messages.len(), max_tokens), (14, 556));
+}
+
+#[test]
+fn fit_to_window_keeps_everything_that_fits_and_caps_the_output() {
+    use crate::summarizer::fit_to_window;
+    assert_eq!(
+        fit_to_window(None, 10, &[5, 5], &[true, true], 8192),
+        (0, 8192)
+    );
+    assert_eq!(
+        fit_to_window(Some(16_000), 100, &[1000, 1000], &[true, true], 8192),
+        (0, 8192)
+    );
+    // 8192 of output does not fit beside 10,977 of input: the output shrinks.
+    assert_eq!(
+        fit_to_window(Some(16_000), 977, &[5000, 5000], &[true, true], 8192),
+        (0, 5023)
+    );
+    // Too much input: the oldest item goes, the cut moves to the next balanced boundary.
+    assert_eq!(
+        fit_to_window(
+            Some(16_000),
+            1000,
+            &[9000, 3000, 3000, 3000],
+            &[true, false, true, true],
+            8192
+        ),
+        (2, 8192)
     );
 }

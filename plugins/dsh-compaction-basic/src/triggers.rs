@@ -23,7 +23,7 @@ use dsh_kernel::{Context, Registration};
 use dsh_session::{CoreKind, SessionDisposed, SessionEventEmitted};
 
 use crate::engine::BasicCompaction;
-use crate::overflow::{OverflowRetries, is_context_overflow};
+use crate::overflow::{OverflowRetries, is_context_overflow, stated_context_limit};
 
 /// Installs the listeners through `ctx`; `max_overflow_retries` bounds the retries per
 /// agent between two assistant messages.
@@ -71,6 +71,12 @@ pub fn install(
         async move {
             if !is_context_overflow(&p.failure) {
                 return next.run(p).await;
+            }
+            if let (Some(limit), Some(h)) = (
+                stated_context_limit(&p.failure.message),
+                p.session.request_header(),
+            ) {
+                engine.learn_window((&h.config.provider, &h.config.model), limit);
             }
             let before = p.session.replace_generation();
             let mut target = CompactionTarget::new(p.session.clone(), Some(p.turn));

@@ -70,7 +70,10 @@ impl LlmAdapter for Script {
 
     fn models(&self, _provider: &str) -> Vec<ModelInfo> {
         let mut m = ModelInfo::new("m");
-        m.context_window = Some(self.window);
+        // 0: the adapter does not know the window. A small output default keeps the
+        // thresholds at their ratios (the output fits beside them).
+        m.context_window = (self.window > 0).then_some(self.window);
+        m.default_max_tokens = Some(256);
         vec![m]
     }
 }
@@ -478,9 +481,18 @@ async fn after_a_checkpoint_the_next_compaction_never_summarises_only_that_check
             "compaction {i} re-summarised only the previous checkpoint"
         );
         if i > 0 {
-            // Later compactions merge the previous checkpoint with newer steps.
+            // Later compactions merge the previous checkpoint with newer steps; a step whose
+            // ~2,000-token result does not fit the 2,400-token window beside the checkpoint
+            // is dropped with a marker instead of overflowing the summarisation request.
             assert!(dsh_compaction::is_checkpoint(&shadowed[0]));
-            assert_eq!(shadowed.len(), 3, "checkpoint, call, result");
+            assert_eq!(shadowed.len(), 2, "checkpoint, marker");
+            assert_eq!(
+                shadowed[1].content,
+                vec![dsh_llm::ContentBlock::text(
+                    "[2 older history items were dropped here without being summarised: they \
+                     did not fit the model's context window]"
+                )]
+            );
         }
     }
     let completed = script.live.completed.lock().unwrap();
@@ -584,4 +596,46 @@ async fn old_oversized_results_are_pruned_in_the_request_and_kept_in_the_log() {
         (before, after)
     );
     assert!(before >= 6400 && after < 6400, "{before} → {after}");
+}
+
+/// Trial defect 1: a session that grew past its window while the window was unknown (so no
+/// pressure compaction ran) recovers from the context-window error: the error's stated limit
+/// (6,000) sizes the summarisation request, which drops the oldest part with a marker.
+#[tokio::test]
+async fn a_session_past_an_unknown_window_recovers_from_the_overflow() {
+    let prompt = "Read this: ".to_owned() + &"p".repeat(400);
+    let mut responses: Vec<_> = (1..=8).map(|i| call(&format!("c{i}"))).collect();
+    responses.push(overflow());
+    responses.push(text("Recovered."));
+    let (_k, agent, script) = run_with(0, &prompt, responses, SUMMARY, 4000).await;
+    let session = agent.session();
+    assert_eq!(turn_end(session), json!({"kind": "completed"}));
+    let requests = script.requests.lock().unwrap();
+    let summaries: Vec<&Recorded> = requests
+        .iter()
+        .filter(|r| r.opts.purpose == Some(CallPurpose::Compaction))
+        .collect();
+    assert_eq!(summaries.len(), 1);
+    let opts = &summaries[0].opts;
+    let input = dsh_token_meter::estimate_system(opts.system.as_deref())
+        + dsh_token_meter::estimate_tools(Some(&serde_json::to_value(&opts.tools).unwrap()))
+        + opts
+            .messages
+            .iter()
+            .map(|m| dsh_token_meter::estimate_message(m))
+            .sum::<u64>();
+    let max_tokens = opts.max_tokens.unwrap();
+    assert!(input + max_tokens <= 6000, "{input} + {max_tokens}");
+    assert!(
+        dsh_compaction::checkpoint::is_checkpoint(&opts.messages[0]) || {
+            let t = opts.messages[0].content[0].as_text().unwrap_or_default();
+            t.ends_with("did not fit the model's context window]")
+        },
+        "the oldest part is dropped with a marker"
+    );
+    assert_eq!(
+        requests.last().unwrap().opts.purpose,
+        None,
+        "the step is retried after the compaction"
+    );
 }
