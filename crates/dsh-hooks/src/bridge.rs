@@ -103,6 +103,29 @@ impl HookSet {
         set
     }
 
+    /// Adds a warning (once per file and matcher) for every PreToolUse / PostToolUse matcher
+    /// that can match none of the tool names `known`: its hooks would never run.
+    pub fn warn_unmatched(&mut self, known: &[String]) {
+        let mut seen = std::collections::HashSet::new();
+        for h in &self.hooks {
+            let Some(m) = &h.matcher else { continue };
+            if !matches!(h.event, HookEvent::PreToolUse | HookEvent::PostToolUse) {
+                continue;
+            }
+            if m.can_match_a_tool(known.iter().map(String::as_str)) {
+                continue;
+            }
+            let group = h.entry.split(".hooks[").next().unwrap_or(&h.entry);
+            if seen.insert((h.source.clone(), group.to_owned())) {
+                self.warnings.push(format!(
+                    "{}: {group}.matcher: {:?} matches no tool of this harness; its hooks never run",
+                    h.source.display(),
+                    m.source()
+                ));
+            }
+        }
+    }
+
     fn has(&self, event: HookEvent) -> bool {
         self.hooks.iter().any(|h| h.event == event)
     }
@@ -414,7 +437,16 @@ fn last_assistant_text(session: &Session) -> Option<String> {
 /// registry that refuses the record types (another plugin owns them).
 pub fn install(ctx: &Context, config: BridgeConfig) -> Result<Arc<HookSet>, BoxError> {
     records::declare(ctx)?;
-    let set = Arc::new(crate::load_set(&config));
+    let mut set = crate::load_set(&config);
+    let mut known: Vec<String> = crate::matcher::BUILTIN_TOOL_NAMES
+        .iter()
+        .map(|n| (*n).to_owned())
+        .collect();
+    if let Some(tools) = ctx.get::<dsh_tools::ToolRegistry>() {
+        known.extend(tools.visible(None).iter().map(|t| t.schema().name.clone()));
+    }
+    set.warn_unmatched(&known);
+    let set = Arc::new(set);
     for p in &set.problems {
         tracing::warn!(target: "dsh_hooks", code = dsh_kernel::ErrorCode::code(p), "{p}; none of its hooks are registered");
     }
