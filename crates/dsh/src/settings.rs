@@ -741,6 +741,10 @@ impl Config {
             .with_fact("workspace", json!(self.cwd))
             .with_fact("launch_dir", json!(launch))
             .with_fact("ephemeral", json!(!self.persist))
+            // Which layer set each key (`"<plugin id> <key>"` → a settings file's path, or
+            // `-c flags` / `command line` / `built-in defaults`): plugins resolve relative paths
+            // a file names against that file's directory.
+            .with_fact("setting_origins", json!(self.resolved.origins))
     }
 
     /// The sessions directory: the persistence seam's `dir` made absolute, else
