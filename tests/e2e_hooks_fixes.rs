@@ -169,3 +169,65 @@ fn relative_hook_paths_resolve_against_the_settings_file_not_the_launch_dir() {
     assert_eq!(code(out.status), 0, "{out:?}");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "repo\n");
 }
+
+/// The user-message texts of chat request `req`.
+fn user_texts(req: &dsh_test_support::RecordedRequest) -> Vec<Value> {
+    req.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].clone())
+        .collect()
+}
+
+#[test]
+fn claude_code_plain_stdout_of_user_prompt_submit_and_session_start_is_context() {
+    let sb = Sandbox::new();
+    let file = write_json(
+        &sb.root.join("hooks"),
+        "hooks.json",
+        &json!({"hooks": {
+            "SessionStart": [{"hooks": [{"command": "echo 'on branch main'"}]}],
+            "UserPromptSubmit": [{"hooks": [{"command": "cat >/dev/null; echo 'ticket ABC-1: fix login'"}]}],
+        }}),
+    );
+    let setting = format!("hooks.claude_code=[{:?}]", file.display().to_string());
+    let replay = Replay::start(json!([{"text": "ok"}]));
+    let out = run(sb.dsh(&replay.url(), API_KEY, &["-c", &setting, "exec", "go"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    let users = user_texts(&replay.chat_requests()[0]);
+    assert!(users.contains(&json!("on branch main")), "{users:?}");
+    assert!(
+        users.contains(&json!("ticket ABC-1: fix login")),
+        "{users:?}"
+    );
+    assert_eq!(users.first(), Some(&json!("go")));
+}
+
+#[test]
+fn claude_project_dir_is_expanded_by_bash_not_pasted_into_the_command() {
+    let sb = Sandbox::new();
+    let pwn = sb.root.join("PWN2");
+    // A workspace whose name is a command substitution.
+    let ws = sb.root.join(format!("sp ace $(touch {})", pwn.display()));
+    std::fs::create_dir_all(&ws).unwrap();
+    let seen = sb.root.join("seen.txt");
+    let file = write_json(
+        &sb.root.join("hooks"),
+        "hooks.json",
+        &json!({"hooks": {"SessionStart": [{"hooks": [{"command":
+            format!("printf '%s' \"${{CLAUDE_PROJECT_DIR}}\" > {}", seen.display())}]}]}}),
+    );
+    let setting = format!("hooks.claude_code=[{:?}]", file.display().to_string());
+    let replay = Replay::start(json!([{"text": "ok"}]));
+    let mut cmd = sb.dsh(&replay.url(), API_KEY, &["-c", &setting, "exec", "go"]);
+    cmd.current_dir(&ws);
+    let out = run(cmd);
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert!(!pwn.exists(), "the directory name ran as a command");
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        ws.display().to_string()
+    );
+}

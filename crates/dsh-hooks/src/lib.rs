@@ -135,9 +135,6 @@ pub fn load_set(config: &BridgeConfig) -> HookSet {
     HookSet::load(
         config.dialect,
         &config.files,
-        &config::Substitutions {
-            project_dir: Some(config.project_dir.display().to_string()),
-            plugin_root: None,
-        },
+        &config::Substitutions { plugin_root: None },
     )
 }

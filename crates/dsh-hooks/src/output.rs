@@ -52,7 +52,7 @@ pub enum StdoutForm {
     Json,
     /// Starts with `{` but is not exactly one JSON object (e.g. two objects): ignored.
     NotOneObject(String),
-    /// Plain text (Codex `SessionStart` / `UserPromptSubmit`: became `additionalContext`).
+    /// Plain text (`SessionStart` / `UserPromptSubmit`: became `additionalContext`).
     Text,
 }
 
@@ -65,7 +65,7 @@ pub struct HookOutput {
     pub decision: Option<RawDecision>,
     /// The reason (exit 2: stderr; JSON: `reason`, overridden by `permissionDecisionReason`).
     pub reason: Option<String>,
-    /// `hookSpecificOutput.additionalContext` (Codex: or plain stdout on the two context
+    /// `hookSpecificOutput.additionalContext` (or plain stdout on the two context
     /// events).
     pub additional_context: Option<String>,
     /// `systemMessage` (parsed, shown to the user, not sent to the model).
@@ -108,15 +108,17 @@ impl HookOutput {
 ///   `permissionDecision` (`allow` | `deny` | `ask`, overrides `decision`),
 ///   `permissionDecisionReason` (overrides `reason`), `additionalContext`, `updatedInput`;
 ///   anything that is not exactly one object is ignored ([`StdoutForm::NotOneObject`]);
-/// - Codex, exit 0, `SessionStart` / `UserPromptSubmit`: other non-empty stdout is the
-///   additional context;
+/// - exit 0, `SessionStart` / `UserPromptSubmit` (both dialects, as Claude Code and Codex do):
+///   other non-empty stdout is the additional context;
 /// - any other exit code ⇒ no decision (a non-blocking error).
 pub fn parse_output(
     exit: Option<i32>,
     stdout: &str,
     stderr: &str,
     event: HookEvent,
-    dialect: Dialect,
+    // Both dialects decode alike since plain context text counts for Claude Code too; the
+    // parameter stays for the dialect-specific rules the protocol may grow.
+    _dialect: Dialect,
 ) -> HookOutput {
     let stdout = stdout.trim();
     let stderr = stderr.trim();
@@ -150,8 +152,7 @@ pub fn parse_output(
             Err(e) => out.stdout_form = StdoutForm::NotOneObject(e.to_string()),
         },
         Some(0)
-            if dialect == Dialect::Codex
-                && !stdout.is_empty()
+            if !stdout.is_empty()
                 && matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit) =>
         {
             out.additional_context = Some(stdout.to_owned());
@@ -346,10 +347,21 @@ mod tests {
             matches!(o.stdout_form, StdoutForm::NotOneObject(_)),
             "{o:?}"
         );
-        let o = cc(Some(0), "all good", "", HookEvent::UserPromptSubmit);
+        let o = cc(Some(0), "all good", "", HookEvent::PreToolUse);
         assert_eq!((o.decision, o.additional_context), (None, None));
         assert_eq!(o.stdout_form, StdoutForm::Text);
-        // Codex: plain stdout of the two context events is context.
+        // Claude Code: plain stdout of the two context events is context.
+        let o = cc(
+            Some(0),
+            "ticket ABC-1
+",
+            "",
+            HookEvent::UserPromptSubmit,
+        );
+        assert_eq!(o.additional_context.as_deref(), Some("ticket ABC-1"));
+        let o = cc(Some(0), "on main", "", HookEvent::SessionStart);
+        assert_eq!(o.additional_context.as_deref(), Some("on main"));
+        // Codex: the same.
         let o = parse_output(
             Some(0),
             " teal \n",
