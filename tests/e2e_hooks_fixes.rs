@@ -231,3 +231,30 @@ fn claude_project_dir_is_expanded_by_bash_not_pasted_into_the_command() {
         ws.display().to_string()
     );
 }
+
+#[test]
+fn claude_code_post_tool_use_runs_only_after_a_tool_succeeded() {
+    let sb = Sandbox::new();
+    let ran = sb.root.join("post-ran.txt");
+    let file = write_json(
+        &sb.root.join("hooks"),
+        "hooks.json",
+        &json!({"hooks": {
+            "PreToolUse": [{"matcher": "bash", "hooks": [{"command":
+                "grep -q denied-call && { echo 'not this one' >&2; exit 2; }; exit 0"}]}],
+            "PostToolUse": [{"hooks": [{"command":
+                format!("python3 -c 'import json,sys; p=json.load(sys.stdin); print(p[\"tool_name\"], p[\"tool_input\"].get(\"command\", p[\"tool_input\"].get(\"file_path\")))' >> {}", ran.display())}]}],
+        }}),
+    );
+    let setting = format!("hooks.claude_code=[{:?}]", file.display().to_string());
+    let replay = Replay::start(json!([
+        bash_call("echo denied-call"),
+        bash_call("exit 3"),
+        {"tool_calls": [["read", {"file_path": sb.repo.join("missing.txt").display().to_string()}]]},
+        bash_call("echo fine"),
+        {"text": "done"}
+    ]));
+    let out = run(sb.dsh(&replay.url(), API_KEY, &["-c", &setting, "exec", "go"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "bash echo fine\n");
+}

@@ -6,7 +6,7 @@
 //! | SessionStart | `agent/session-start` (emit; the run is awaited by the first step) | `additionalContext` ⇒ a context message in the first step |
 //! | UserPromptSubmit | `agent/pre-step` (waterfall; only for steps with user messages) | deny ⇒ `Reject` (turn ends `blocked`); contexts ⇒ one message after the step's messages |
 //! | PreToolUse | `tools/pre-execute` (waterfall) | deny ⇒ `Deny`; ask (Claude Code) ⇒ `Ask` (a deny further down still wins) |
-//! | PostToolUse | `tools/post-execute` (waterfall) | deny ⇒ `Block` with the reason as feedback; contexts ⇒ a message before the next step |
+//! | PostToolUse | `tools/post-execute` (waterfall; Claude Code: only for results that are not errors) | deny ⇒ `Block` with the reason as feedback; contexts ⇒ a message before the next step |
 //! | Stop | `agent/turn-stopping` (serial) | deny ⇒ `steer(reason)` (another step), at most `max_stop_blocks` times in a row per turn |
 
 use std::collections::HashMap;
@@ -644,11 +644,34 @@ fn install_pre_tool(ctx: &Context, bridge: &Arc<Bridge>) -> Result<(), BoxError>
     Ok(())
 }
 
+/// Whether a tool call failed, as Claude Code counts it for PostToolUse: an error result, or a
+/// command (a value with `exitCode` / `signal` / `timedOut`, as `bash` returns) that exited
+/// non-zero, died from a signal or timed out.
+fn failed(result: &dsh_tools::ToolExecutionResult) -> bool {
+    if result.is_error() {
+        return true;
+    }
+    let Some(v) = result.value() else {
+        return false;
+    };
+    v.get("exitCode")
+        .and_then(Value::as_i64)
+        .is_some_and(|c| c != 0)
+        || v.get("signal").is_some_and(|s| !s.is_null())
+        || v.get("timedOut") == Some(&Value::Bool(true))
+}
+
 fn install_post_tool(ctx: &Context, bridge: &Arc<Bridge>) -> Result<(), BoxError> {
     let b = bridge.clone();
     ctx.on_waterfall::<ToolsPostExecute, _, _>(move |ev, next| {
         let b = b.clone();
         async move {
+            // Claude Code runs PostToolUse only after a tool succeeded: not for a call a
+            // PreToolUse hook or a policy denied, nor for a failed one (docs/upstream/hooks.md,
+            // "Mapping"). Codex hooks see every result, as upstream's.
+            if b.config.dialect == Dialect::ClaudeCode && failed(&ev.result) {
+                return next.run(ev).await;
+            }
             let exec = ev.exec.clone();
             let session = exec.caller.as_ref().map(|c| c.session.clone());
             let turn = session.as_deref().map_or(0, current_turn);
