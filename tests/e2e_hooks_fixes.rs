@@ -258,3 +258,60 @@ fn claude_code_post_tool_use_runs_only_after_a_tool_succeeded() {
     assert_eq!(code(out.status), 0, "{out:?}");
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "bash echo fine\n");
 }
+
+#[test]
+fn large_hook_output_is_read_and_output_past_the_cap_fails_closed_for_pre_tool_use() {
+    let sb = Sandbox::new();
+    // A valid 2 MB deny (padded reason context) is decoded.
+    let big = write_script(
+        &sb.root.join("hooks"),
+        "big.py",
+        r#"#!/usr/bin/env python3
+import json, sys
+sys.stdin.read()
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+    "permissionDecision": "deny", "permissionDecisionReason": "too big to run",
+    "additionalContext": "x" * 2_000_000}}))
+"#,
+    );
+    let file = write_json(
+        &sb.root.join("hooks"),
+        "big.json",
+        &json!({"hooks": {"PreToolUse": [{"matcher": "bash", "hooks": [{"command": big.display().to_string()}]}]}}),
+    );
+    let setting = format!("hooks.claude_code=[{:?}]", file.display().to_string());
+    let replay = Replay::start(json!([bash_call("echo ran > ran.txt"), {"text": "ok"}]));
+    let out = run(sb.dsh(&replay.url(), API_KEY, &["-c", &setting, "exec", "go"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert!(!sb.repo.join("ran.txt").exists());
+    assert_eq!(
+        tool_texts(&replay.chat_requests()[1]),
+        vec!["Error: too big to run".to_owned()]
+    );
+
+    // Past the 16 MiB the runner reads: not decoded, the call is denied, and the notice says why.
+    let huge = "head -c 17000000 /dev/zero | tr '\\0' ' '; echo '{}'";
+    let file = write_json(
+        &sb.root.join("hooks"),
+        "huge.json",
+        &json!({"hooks": {"PreToolUse": [{"matcher": "bash", "hooks": [{"command": huge}]}]}}),
+    );
+    let setting = format!("hooks.claude_code=[{:?}]", file.display().to_string());
+    let replay = Replay::start(json!([bash_call("echo ran > ran.txt"), {"text": "ok"}]));
+    let out = run(sb.dsh(&replay.url(), API_KEY, &["-c", &setting, "exec", "go"]));
+    assert_eq!(code(out.status), 0, "{out:?}");
+    assert!(!sb.repo.join("ran.txt").exists());
+    assert_eq!(
+        tool_texts(&replay.chat_requests()[1]),
+        vec![
+            "Error: the PreToolUse hook's output exceeded 16777216 bytes and was not read; the call is denied"
+                .to_owned()
+        ]
+    );
+    assert!(
+        text(&out.stderr)
+            .contains("printed more than 16777216 bytes of output; the call is denied"),
+        "{}",
+        text(&out.stderr)
+    );
+}

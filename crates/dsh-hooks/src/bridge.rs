@@ -27,10 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Dialect, HookCommand, HookEvent, Substitutions, load_file};
 use crate::error::HooksError;
-use crate::output::{Decision, HookOutput, Merged, StdoutForm, merge, parse_output};
+use crate::output::{Decision, HookOutput, Merged, StdoutForm, merge, parse_output, too_long};
 use crate::payload::{Common, Facts, payload, stdin_bytes};
 use crate::records::{self, HookInvoked, HookResult};
-use crate::runner::{DEFAULT_TIMEOUT_MS, HookRunSpec, run_hook};
+use crate::runner::{DEFAULT_TIMEOUT_MS, HookRunSpec, OUTPUT_MAX_BYTES, run_hook};
 use crate::settings::DEFAULT_MAX_STOP_BLOCKS;
 
 /// Fallback reason of a PreToolUse block without one (the model reads `Error: <this>`).
@@ -297,7 +297,11 @@ impl Bridge {
                 p.cancel.clone(),
             )
             .await;
-            let out = parse_output(run.exit_code, &run.stdout, &run.stderr, event, dialect);
+            let out = if run.stdout_truncated {
+                too_long(run.exit_code, &run.stderr, event, OUTPUT_MAX_BYTES)
+            } else {
+                parse_output(run.exit_code, &run.stdout, &run.stderr, event, dialect)
+            };
             if let Some(s) = record {
                 append(
                     s,
@@ -342,6 +346,17 @@ impl Bridge {
                     p.key,
                     sid,
                     format!("{what} failed {code} (non-blocking){err}"),
+                );
+            } else if let StdoutForm::TooLong(max) = &out.stdout_form {
+                let then = if event == HookEvent::PreToolUse {
+                    "the call is denied"
+                } else {
+                    "it is ignored"
+                };
+                self.notice(
+                    p.key,
+                    sid,
+                    format!("{what} printed more than {max} bytes of output; {then}"),
                 );
             } else if let StdoutForm::NotOneObject(why) = &out.stdout_form {
                 self.notice(

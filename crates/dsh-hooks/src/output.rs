@@ -54,6 +54,9 @@ pub enum StdoutForm {
     NotOneObject(String),
     /// Plain text (`SessionStart` / `UserPromptSubmit`: became `additionalContext`).
     Text,
+    /// More than the runner reads (`runner::OUTPUT_MAX_BYTES`, bytes): not decoded. A
+    /// PreToolUse hook's output then denies the call (fails closed).
+    TooLong(usize),
 }
 
 /// One hook's decoded output.
@@ -111,6 +114,8 @@ impl HookOutput {
 /// - exit 0, `SessionStart` / `UserPromptSubmit` (both dialects, as Claude Code and Codex do):
 ///   other non-empty stdout is the additional context;
 /// - any other exit code ⇒ no decision (a non-blocking error).
+///
+/// Output the runner cut off is [`too_long`] instead.
 pub fn parse_output(
     exit: Option<i32>,
     stdout: &str,
@@ -158,6 +163,21 @@ pub fn parse_output(
             out.additional_context = Some(stdout.to_owned());
         }
         _ => {}
+    }
+    out
+}
+
+/// The output of a hook whose stdout exceeded `max_bytes` (its exit code `exit`): nothing is
+/// decoded; for `PreToolUse` it is a deny (a guard whose answer cannot be read fails closed)
+/// whose reason says so, for other events no decision.
+pub fn too_long(exit: Option<i32>, stderr: &str, event: HookEvent, max_bytes: usize) -> HookOutput {
+    let mut out = parse_output(exit, "", stderr, event, Dialect::ClaudeCode);
+    out.stdout_form = StdoutForm::TooLong(max_bytes);
+    if event == HookEvent::PreToolUse && exit != Some(2) {
+        out.decision = Some(RawDecision::Deny);
+        out.reason = Some(format!(
+            "the PreToolUse hook's output exceeded {max_bytes} bytes and was not read; the call is denied"
+        ));
     }
     out
 }
