@@ -567,7 +567,7 @@ pub fn resolve(set: &[&'static Plugin], layers: &[Layer]) -> Result<Resolved> {
                 };
                 bail!(
                     "{}: {key}: a project's settings may not set this (it decides where \
-                     credentials are sent or widens permissions); set it in \
+                     credentials are sent, widens permissions or runs commands); set it in \
                      $DSH_HOME/settings.toml, with -c or on the command line",
                     layer.origin
                 );
