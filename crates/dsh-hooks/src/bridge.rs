@@ -6,7 +6,7 @@
 //! | SessionStart | `agent/session-start` (emit; the run is awaited by the first step) | `additionalContext` ⇒ a context message in the first step |
 //! | UserPromptSubmit | `agent/pre-step` (waterfall; only for steps with user messages) | deny ⇒ `Reject` (turn ends `blocked`); contexts ⇒ one message after the step's messages |
 //! | PreToolUse | `tools/pre-execute` (waterfall) | deny ⇒ `Deny`; ask (Claude Code) ⇒ `Ask` (a deny further down still wins) |
-//! | PostToolUse | `tools/post-execute` (waterfall) | deny ⇒ `Block` with the reason as feedback; contexts ⇒ a message before the next step |
+//! | PostToolUse | `tools/post-execute` (waterfall; Claude Code: only for results that are not errors) | deny ⇒ `Block` with the reason as feedback; contexts ⇒ a message before the next step |
 //! | Stop | `agent/turn-stopping` (serial) | deny ⇒ `steer(reason)` (another step), at most `max_stop_blocks` times in a row per turn |
 
 use std::collections::HashMap;
@@ -27,10 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Dialect, HookCommand, HookEvent, Substitutions, load_file};
 use crate::error::HooksError;
-use crate::output::{Decision, HookOutput, Merged, StdoutForm, merge, parse_output};
+use crate::output::{Decision, HookOutput, Merged, StdoutForm, merge, parse_output, too_long};
 use crate::payload::{Common, Facts, payload, stdin_bytes};
 use crate::records::{self, HookInvoked, HookResult};
-use crate::runner::{DEFAULT_TIMEOUT_MS, HookRunSpec, run_hook};
+use crate::runner::{DEFAULT_TIMEOUT_MS, HookRunSpec, OUTPUT_MAX_BYTES, run_hook};
 use crate::settings::DEFAULT_MAX_STOP_BLOCKS;
 
 /// Fallback reason of a PreToolUse block without one (the model reads `Error: <this>`).
@@ -101,6 +101,29 @@ impl HookSet {
             }
         }
         set
+    }
+
+    /// Adds a warning (once per file and matcher) for every PreToolUse / PostToolUse matcher
+    /// that can match none of the tool names `known`: its hooks would never run.
+    pub fn warn_unmatched(&mut self, known: &[String]) {
+        let mut seen = std::collections::HashSet::new();
+        for h in &self.hooks {
+            let Some(m) = &h.matcher else { continue };
+            if !matches!(h.event, HookEvent::PreToolUse | HookEvent::PostToolUse) {
+                continue;
+            }
+            if m.can_match_a_tool(known.iter().map(String::as_str)) {
+                continue;
+            }
+            let group = h.entry.split(".hooks[").next().unwrap_or(&h.entry);
+            if seen.insert((h.source.clone(), group.to_owned())) {
+                self.warnings.push(format!(
+                    "{}: {group}.matcher: {:?} matches no tool of this harness; its hooks never run",
+                    h.source.display(),
+                    m.source()
+                ));
+            }
+        }
     }
 
     fn has(&self, event: HookEvent) -> bool {
@@ -274,7 +297,11 @@ impl Bridge {
                 p.cancel.clone(),
             )
             .await;
-            let out = parse_output(run.exit_code, &run.stdout, &run.stderr, event, dialect);
+            let out = if run.stdout_truncated {
+                too_long(run.exit_code, &run.stderr, event, OUTPUT_MAX_BYTES)
+            } else {
+                parse_output(run.exit_code, &run.stdout, &run.stderr, event, dialect)
+            };
             if let Some(s) = record {
                 append(
                     s,
@@ -319,6 +346,17 @@ impl Bridge {
                     p.key,
                     sid,
                     format!("{what} failed {code} (non-blocking){err}"),
+                );
+            } else if let StdoutForm::TooLong(max) = &out.stdout_form {
+                let then = if event == HookEvent::PreToolUse {
+                    "the call is denied"
+                } else {
+                    "it is ignored"
+                };
+                self.notice(
+                    p.key,
+                    sid,
+                    format!("{what} printed more than {max} bytes of output; {then}"),
                 );
             } else if let StdoutForm::NotOneObject(why) = &out.stdout_form {
                 self.notice(
@@ -414,7 +452,16 @@ fn last_assistant_text(session: &Session) -> Option<String> {
 /// registry that refuses the record types (another plugin owns them).
 pub fn install(ctx: &Context, config: BridgeConfig) -> Result<Arc<HookSet>, BoxError> {
     records::declare(ctx)?;
-    let set = Arc::new(crate::load_set(&config));
+    let mut set = crate::load_set(&config);
+    let mut known: Vec<String> = crate::matcher::BUILTIN_TOOL_NAMES
+        .iter()
+        .map(|n| (*n).to_owned())
+        .collect();
+    if let Some(tools) = ctx.get::<dsh_tools::ToolRegistry>() {
+        known.extend(tools.visible(None).iter().map(|t| t.schema().name.clone()));
+    }
+    set.warn_unmatched(&known);
+    let set = Arc::new(set);
     for p in &set.problems {
         tracing::warn!(target: "dsh_hooks", code = dsh_kernel::ErrorCode::code(p), "{p}; none of its hooks are registered");
     }
@@ -612,11 +659,34 @@ fn install_pre_tool(ctx: &Context, bridge: &Arc<Bridge>) -> Result<(), BoxError>
     Ok(())
 }
 
+/// Whether a tool call failed, as Claude Code counts it for PostToolUse: an error result, or a
+/// command (a value with `exitCode` / `signal` / `timedOut`, as `bash` returns) that exited
+/// non-zero, died from a signal or timed out.
+fn failed(result: &dsh_tools::ToolExecutionResult) -> bool {
+    if result.is_error() {
+        return true;
+    }
+    let Some(v) = result.value() else {
+        return false;
+    };
+    v.get("exitCode")
+        .and_then(Value::as_i64)
+        .is_some_and(|c| c != 0)
+        || v.get("signal").is_some_and(|s| !s.is_null())
+        || v.get("timedOut") == Some(&Value::Bool(true))
+}
+
 fn install_post_tool(ctx: &Context, bridge: &Arc<Bridge>) -> Result<(), BoxError> {
     let b = bridge.clone();
     ctx.on_waterfall::<ToolsPostExecute, _, _>(move |ev, next| {
         let b = b.clone();
         async move {
+            // Claude Code runs PostToolUse only after a tool succeeded: not for a call a
+            // PreToolUse hook or a policy denied, nor for a failed one (docs/upstream/hooks.md,
+            // "Mapping"). Codex hooks see every result, as upstream's.
+            if b.config.dialect == Dialect::ClaudeCode && failed(&ev.result) {
+                return next.run(ev).await;
+            }
             let exec = ev.exec.clone();
             let session = exec.caller.as_ref().map(|c| c.session.clone());
             let turn = session.as_deref().map_or(0, current_turn);

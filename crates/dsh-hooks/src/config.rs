@@ -126,8 +126,8 @@ pub struct HookCommand {
     pub event: HookEvent,
     /// Its group's matcher (`None` = every subject).
     pub matcher: Option<Matcher>,
-    /// The command line, run as `bash -c <command>` (after `${CLAUDE_PROJECT_DIR}` substitution
-    /// in the Claude Code dialect).
+    /// The command line, run as `bash -c <command>` (after `${CLAUDE_PLUGIN_ROOT}` substitution
+    /// in the Claude Code dialect; `${CLAUDE_PROJECT_DIR}` is left to bash).
     pub command: String,
     /// The hook's own timeout in milliseconds (`timeout` seconds × 1000; Codex also reads
     /// `timeoutSec`); `None` = the bridge's default (10 minutes).
@@ -147,12 +147,13 @@ pub struct LoadedFile {
     pub warnings: Vec<String>,
 }
 
-/// Where `${CLAUDE_PROJECT_DIR}` / `${CLAUDE_PLUGIN_ROOT}` point in Claude Code command strings
-/// (a literal substitution at parse time; `None` leaves the placeholder as written).
+/// Where `${CLAUDE_PLUGIN_ROOT}` points in Claude Code command strings (a literal substitution
+/// at parse time; `None` leaves the placeholder as written). `${CLAUDE_PROJECT_DIR}` is never
+/// substituted: the hook's `bash` expands it from the environment variable of that name, so a
+/// directory name with quotes or `$(…)` cannot inject commands (docs/upstream/hooks.md,
+/// "Configuration").
 #[derive(Debug, Clone, Default)]
 pub struct Substitutions {
-    /// The project directory.
-    pub project_dir: Option<String>,
     /// The plugin root.
     pub plugin_root: Option<String>,
 }
@@ -297,9 +298,6 @@ pub fn parse(
 
 fn substitute(command: &str, subst: &Substitutions) -> String {
     let mut s = command.to_owned();
-    if let Some(dir) = &subst.project_dir {
-        s = s.replace("${CLAUDE_PROJECT_DIR}", dir);
-    }
     if let Some(root) = &subst.plugin_root {
         s = s.replace("${CLAUDE_PLUGIN_ROOT}", root);
     }
@@ -315,10 +313,7 @@ mod tests {
             text,
             Path::new("/p/hooks.json"),
             Dialect::ClaudeCode,
-            &Substitutions {
-                project_dir: Some("/proj".into()),
-                plugin_root: None,
-            },
+            &Substitutions { plugin_root: None },
         )
     }
 
@@ -358,7 +353,8 @@ mod tests {
             got,
             vec![
                 ("Stop", "s", false),
-                ("PostToolUse", "/proj/lint.sh", false)
+                // Left to bash, which expands the environment variable.
+                ("PostToolUse", "${CLAUDE_PROJECT_DIR}/lint.sh", false)
             ]
         );
         assert_eq!(

@@ -38,9 +38,21 @@ pub use config::{Dialect, HookCommand, HookEvent};
 pub use error::HooksError;
 pub use settings::{ClaudeCodeSettings, CodexSettings, DEFAULT_MAX_STOP_BLOCKS};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use dsh_kernel::{BoxError, Context, Settings};
+
+/// Where relative paths of `<plugin_id> <key>` resolve: the directory of the settings file
+/// that set the key (run fact `setting_origins`), else `launch` (`-c`, the command line).
+fn base_dir(s: &Settings, plugin_id: &str, key: &str, launch: &Path) -> PathBuf {
+    s.fact("setting_origins")
+        .and_then(|o| o.get(format!("{plugin_id} {key}")))
+        .and_then(serde_json::Value::as_str)
+        .map(Path::new)
+        .filter(|p| p.is_absolute())
+        .and_then(Path::parent)
+        .map_or_else(|| launch.to_path_buf(), Path::to_path_buf)
+}
 
 fn facts(s: &Settings) -> (PathBuf, PathBuf, Option<PathBuf>) {
     let workspace = s
@@ -68,15 +80,17 @@ fn section<T: serde::de::DeserializeOwned + Default>(
 }
 
 /// The Claude Code bridge's configuration from `settings` (section `plugin_id`,
-/// [`ClaudeCodeSettings`], and the `workspace` / `launch_dir` run facts; `$HOME` for `~/` and
-/// discovery).
+/// [`ClaudeCodeSettings`], and the `workspace` / `launch_dir` / `setting_origins` run facts;
+/// `$HOME` for `~/` and discovery). Relative hook paths resolve against the directory of the
+/// settings file that named them, or the launch directory for `-c` and command-line values.
 ///
 /// # Errors
 /// An ill-typed settings section.
 pub fn claude_code_config(settings: &Settings, plugin_id: &str) -> Result<BridgeConfig, BoxError> {
     let s: ClaudeCodeSettings = section(settings, plugin_id)?;
     let (workspace, launch, home) = facts(settings);
-    let files = settings::claude_code_files(&s, &launch, &workspace, home.as_deref());
+    let base = base_dir(settings, plugin_id, "claude_code", &launch);
+    let files = settings::claude_code_files(&s, &base, &workspace, home.as_deref());
     let mut config = BridgeConfig::new(Dialect::ClaudeCode, files, workspace);
     config.max_stop_blocks = s.max_stop_blocks.unwrap_or(DEFAULT_MAX_STOP_BLOCKS);
     Ok(config)
@@ -89,7 +103,8 @@ pub fn claude_code_config(settings: &Settings, plugin_id: &str) -> Result<Bridge
 pub fn codex_config(settings: &Settings, plugin_id: &str) -> Result<BridgeConfig, BoxError> {
     let s: CodexSettings = section(settings, plugin_id)?;
     let (workspace, launch, home) = facts(settings);
-    let files = settings::codex_files(&s, &launch, home.as_deref());
+    let base = base_dir(settings, plugin_id, "codex", &launch);
+    let files = settings::codex_files(&s, &base, home.as_deref());
     let mut config = BridgeConfig::new(Dialect::Codex, files, workspace);
     config.max_stop_blocks = s.max_stop_blocks.unwrap_or(DEFAULT_MAX_STOP_BLOCKS);
     Ok(config)
@@ -120,9 +135,6 @@ pub fn load_set(config: &BridgeConfig) -> HookSet {
     HookSet::load(
         config.dialect,
         &config.files,
-        &config::Substitutions {
-            project_dir: Some(config.project_dir.display().to_string()),
-            plugin_root: None,
-        },
+        &config::Substitutions { plugin_root: None },
     )
 }

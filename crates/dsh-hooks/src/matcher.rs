@@ -4,7 +4,12 @@
 //! only letters, digits, `_` and `|` is a list of exact names (`edit|write`); anything else is a
 //! regular expression searched anywhere in the subject (JavaScript's `RegExp.test`). Codex: every
 //! other matcher is a regular expression, searched the same way. A pattern longer than 512
-//! characters, or one that does not compile, is an error (the whole file is refused). See
+//! characters, or one that does not compile, is an error (the whole file is refused).
+//!
+//! Beyond upstream, Claude Code matchers also take Claude Code's own tool names
+//! ([`CLAUDE_CODE_TOOL_NAMES`]: `Bash` matches dsh's `bash`, `Edit|Write` its `edit` and
+//! `write`); a regular expression matches a dsh tool when it matches the tool's name or one of
+//! its Claude Code names. The `tool_name` a hook receives stays dsh's name. See
 //! docs/upstream/hooks.md ("Matchers").
 
 use regex::Regex;
@@ -13,6 +18,38 @@ use crate::config::Dialect;
 
 /// Longest accepted regular-expression matcher, in characters (as upstream).
 pub const MAX_MATCHER_CHARS: usize = 512;
+
+/// Claude Code's tool names and the dsh tool each stands for (Claude Code dialect matchers
+/// only). See docs/upstream/hooks.md ("Matchers").
+pub const CLAUDE_CODE_TOOL_NAMES: &[(&str, &str)] = &[
+    ("Bash", "bash"),
+    ("Read", "read"),
+    ("Edit", "edit"),
+    ("MultiEdit", "edit"),
+    ("Write", "write"),
+    ("Grep", "grep"),
+    ("Glob", "glob"),
+    ("TodoWrite", "todo_write"),
+    ("BashOutput", "job_output"),
+    ("KillShell", "job_kill"),
+    ("KillBash", "job_kill"),
+];
+
+/// The tools of dsh's default harness, which a matcher is checked against when the tool
+/// registry is not at hand (`dsh hooks list` and boot warnings use the registry's names plus
+/// these).
+pub const BUILTIN_TOOL_NAMES: &[&str] = &[
+    "bash",
+    "job_output",
+    "job_kill",
+    "job_list",
+    "read",
+    "write",
+    "edit",
+    "grep",
+    "glob",
+    "todo_write",
+];
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -26,6 +63,7 @@ enum Kind {
 pub struct Matcher {
     source: String,
     kind: Kind,
+    dialect: Dialect,
 }
 
 impl Matcher {
@@ -41,7 +79,14 @@ impl Matcher {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
         {
-            Kind::Exact(source.split('|').map(str::to_owned).collect())
+            let mut names: Vec<String> = Vec::new();
+            for n in source.split('|') {
+                names.push(n.to_owned());
+                if let Some((_, dsh)) = CLAUDE_CODE_TOOL_NAMES.iter().find(|(cc, _)| *cc == n) {
+                    names.push((*dsh).to_owned());
+                }
+            }
+            Kind::Exact(names)
         } else if source.chars().count() > MAX_MATCHER_CHARS {
             return Err(format!(
                 "the matcher is longer than {MAX_MATCHER_CHARS} characters"
@@ -59,6 +104,7 @@ impl Matcher {
         Ok(Self {
             source: source.to_owned(),
             kind,
+            dialect,
         })
     }
 
@@ -72,7 +118,23 @@ impl Matcher {
         match &self.kind {
             Kind::All => true,
             Kind::Exact(names) => names.iter().any(|n| n == subject),
-            Kind::Regex(re) => re.is_match(subject),
+            Kind::Regex(re) => {
+                re.is_match(subject)
+                    || (self.dialect == Dialect::ClaudeCode
+                        && CLAUDE_CODE_TOOL_NAMES
+                            .iter()
+                            .any(|(cc, dsh)| *dsh == subject && re.is_match(cc)))
+            }
+        }
+    }
+
+    /// Whether this matcher can match any of the tool names `known` (a regex that names MCP
+    /// tools, `mcp…`, is taken to match: those tools come and go with their servers).
+    pub fn can_match_a_tool<'a>(&self, mut known: impl Iterator<Item = &'a str>) -> bool {
+        match &self.kind {
+            Kind::All => true,
+            Kind::Regex(_) if self.source.contains("mcp") => true,
+            _ => known.any(|k| self.matches(k)),
         }
     }
 }
@@ -99,6 +161,28 @@ mod tests {
         assert!(!re.matches("bash"));
         let anchored = cc("^(read|grep)$");
         assert!(anchored.matches("grep") && !anchored.matches("greps"));
+    }
+
+    #[test]
+    fn claude_code_tool_names_match_dsh_tools() {
+        let bash = cc("Bash");
+        assert!(bash.matches("bash") && bash.matches("Bash") && !bash.matches("read"));
+        let ew = cc("Edit|Write|MultiEdit");
+        assert!(ew.matches("edit") && ew.matches("write") && !ew.matches("read"));
+        assert!(cc("TodoWrite").matches("todo_write"));
+        let re = cc("^(Read|Grep)$");
+        assert!(re.matches("read") && re.matches("grep") && !re.matches("bash"));
+        // Codex matchers are not translated.
+        assert!(
+            !Matcher::compile("Bash", Dialect::Codex)
+                .unwrap()
+                .matches("bash")
+        );
+        let known = BUILTIN_TOOL_NAMES.iter().copied();
+        assert!(cc("Bash").can_match_a_tool(known.clone()));
+        assert!(!cc("Bsh").can_match_a_tool(known.clone()));
+        assert!(!cc("^Shell$").can_match_a_tool(known.clone()));
+        assert!(cc("mcp__github__.*").can_match_a_tool(known));
     }
 
     #[test]

@@ -52,8 +52,11 @@ pub enum StdoutForm {
     Json,
     /// Starts with `{` but is not exactly one JSON object (e.g. two objects): ignored.
     NotOneObject(String),
-    /// Plain text (Codex `SessionStart` / `UserPromptSubmit`: became `additionalContext`).
+    /// Plain text (`SessionStart` / `UserPromptSubmit`: became `additionalContext`).
     Text,
+    /// More than the runner reads (`runner::OUTPUT_MAX_BYTES`, bytes): not decoded. A
+    /// PreToolUse hook's output then denies the call (fails closed).
+    TooLong(usize),
 }
 
 /// One hook's decoded output.
@@ -65,7 +68,7 @@ pub struct HookOutput {
     pub decision: Option<RawDecision>,
     /// The reason (exit 2: stderr; JSON: `reason`, overridden by `permissionDecisionReason`).
     pub reason: Option<String>,
-    /// `hookSpecificOutput.additionalContext` (Codex: or plain stdout on the two context
+    /// `hookSpecificOutput.additionalContext` (or plain stdout on the two context
     /// events).
     pub additional_context: Option<String>,
     /// `systemMessage` (parsed, shown to the user, not sent to the model).
@@ -108,15 +111,19 @@ impl HookOutput {
 ///   `permissionDecision` (`allow` | `deny` | `ask`, overrides `decision`),
 ///   `permissionDecisionReason` (overrides `reason`), `additionalContext`, `updatedInput`;
 ///   anything that is not exactly one object is ignored ([`StdoutForm::NotOneObject`]);
-/// - Codex, exit 0, `SessionStart` / `UserPromptSubmit`: other non-empty stdout is the
-///   additional context;
+/// - exit 0, `SessionStart` / `UserPromptSubmit` (both dialects, as Claude Code and Codex do):
+///   other non-empty stdout is the additional context;
 /// - any other exit code ⇒ no decision (a non-blocking error).
+///
+/// Output the runner cut off is [`too_long`] instead.
 pub fn parse_output(
     exit: Option<i32>,
     stdout: &str,
     stderr: &str,
     event: HookEvent,
-    dialect: Dialect,
+    // Both dialects decode alike since plain context text counts for Claude Code too; the
+    // parameter stays for the dialect-specific rules the protocol may grow.
+    _dialect: Dialect,
 ) -> HookOutput {
     let stdout = stdout.trim();
     let stderr = stderr.trim();
@@ -150,13 +157,27 @@ pub fn parse_output(
             Err(e) => out.stdout_form = StdoutForm::NotOneObject(e.to_string()),
         },
         Some(0)
-            if dialect == Dialect::Codex
-                && !stdout.is_empty()
+            if !stdout.is_empty()
                 && matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit) =>
         {
             out.additional_context = Some(stdout.to_owned());
         }
         _ => {}
+    }
+    out
+}
+
+/// The output of a hook whose stdout exceeded `max_bytes` (its exit code `exit`): nothing is
+/// decoded; for `PreToolUse` it is a deny (a guard whose answer cannot be read fails closed)
+/// whose reason says so, for other events no decision.
+pub fn too_long(exit: Option<i32>, stderr: &str, event: HookEvent, max_bytes: usize) -> HookOutput {
+    let mut out = parse_output(exit, "", stderr, event, Dialect::ClaudeCode);
+    out.stdout_form = StdoutForm::TooLong(max_bytes);
+    if event == HookEvent::PreToolUse && exit != Some(2) {
+        out.decision = Some(RawDecision::Deny);
+        out.reason = Some(format!(
+            "the PreToolUse hook's output exceeded {max_bytes} bytes and was not read; the call is denied"
+        ));
     }
     out
 }
@@ -346,10 +367,21 @@ mod tests {
             matches!(o.stdout_form, StdoutForm::NotOneObject(_)),
             "{o:?}"
         );
-        let o = cc(Some(0), "all good", "", HookEvent::UserPromptSubmit);
+        let o = cc(Some(0), "all good", "", HookEvent::PreToolUse);
         assert_eq!((o.decision, o.additional_context), (None, None));
         assert_eq!(o.stdout_form, StdoutForm::Text);
-        // Codex: plain stdout of the two context events is context.
+        // Claude Code: plain stdout of the two context events is context.
+        let o = cc(
+            Some(0),
+            "ticket ABC-1
+",
+            "",
+            HookEvent::UserPromptSubmit,
+        );
+        assert_eq!(o.additional_context.as_deref(), Some("ticket ABC-1"));
+        let o = cc(Some(0), "on main", "", HookEvent::SessionStart);
+        assert_eq!(o.additional_context.as_deref(), Some("on main"));
+        // Codex: the same.
         let o = parse_output(
             Some(0),
             " teal \n",

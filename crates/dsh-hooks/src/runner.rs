@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The timeout of a hook without one of its own: 10 minutes (upstream `defaultTimeoutMs`).
 pub const DEFAULT_TIMEOUT_MS: u64 = 600_000;
-/// Most bytes kept of each of stdout and stderr (head and tail).
-pub const OUTPUT_MAX_BYTES: usize = 1 << 20;
+/// Most bytes read of each of stdout and stderr: 16 MiB. Output beyond it is not decoded
+/// ([`HookRun::stdout_truncated`]; the bridge says so, and a PreToolUse hook's call is denied).
+pub const OUTPUT_MAX_BYTES: usize = 16 << 20;
 /// SIGTERM → SIGKILL grace of a timed-out or cancelled hook (ms).
 pub const KILL_GRACE_MS: u64 = 1_000;
 /// How long the output of an exited hook is drained before escaped writers are given up on
@@ -44,6 +45,8 @@ pub struct HookRun {
     pub exit_code: Option<i32>,
     /// Captured stdout.
     pub stdout: String,
+    /// stdout exceeded [`OUTPUT_MAX_BYTES`] (`stdout` then holds only its head and tail).
+    pub stdout_truncated: bool,
     /// Captured stderr (for a hook that could not start: the reason).
     pub stderr: String,
     /// The timeout fired (the process group was killed).
@@ -75,6 +78,7 @@ pub async fn run_hook(spec: &HookRunSpec, cancel: CancellationToken) -> HookRun 
     match result {
         Ok(r) => HookRun {
             exit_code: r.outcome.exit_code,
+            stdout_truncated: r.stdout.truncated,
             stdout: r.stdout.text,
             stderr: r.stderr.text,
             timed_out: r.outcome.timed_out,
@@ -84,6 +88,7 @@ pub async fn run_hook(spec: &HookRunSpec, cancel: CancellationToken) -> HookRun 
         Err(e) => HookRun {
             exit_code: None,
             stdout: String::new(),
+            stdout_truncated: false,
             stderr: e.to_string(),
             timed_out: false,
             cancelled: false,

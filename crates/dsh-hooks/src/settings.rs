@@ -14,8 +14,9 @@ pub const DEFAULT_MAX_STOP_BLOCKS: u64 = 8;
 #[serde(default, deny_unknown_fields)]
 pub struct ClaudeCodeSettings {
     /// Hook files in the Claude Code JSON shape (a settings file with a `hooks` key, or the
-    /// bare map), read in order. Relative paths are taken from the directory dsh was started
-    /// in; `~/` is the home directory.
+    /// bare map), read in order. Relative paths are taken from the directory of the settings
+    /// file that names them (the directory dsh was started in for `-c`); `~/` is the home
+    /// directory.
     pub claude_code: Vec<String>,
     /// Also read Claude Code's own settings files, before `claude_code`:
     /// `~/.claude/settings.json`, `<workspace>/.claude/settings.json`,
@@ -67,10 +68,11 @@ pub fn discovered_files(home: Option<&Path>, workspace: &Path) -> Vec<PathBuf> {
 }
 
 /// The files the Claude Code bridge reads, in order: the discovered ones that exist (with
-/// `discover`), then `claude_code`; a file named twice is read once.
+/// `discover`), then `claude_code` (relative ones against `base`); a file named twice is read
+/// once.
 pub fn claude_code_files(
     s: &ClaudeCodeSettings,
-    launch_dir: &Path,
+    base: &Path,
     workspace: &Path,
     home: Option<&Path>,
 ) -> Vec<PathBuf> {
@@ -82,20 +84,16 @@ pub fn claude_code_files(
                 .filter(|p| p.is_file()),
         );
     }
-    v.extend(
-        s.claude_code
-            .iter()
-            .map(|p| resolve_path(p, launch_dir, home)),
-    );
+    v.extend(s.claude_code.iter().map(|p| resolve_path(p, base, home)));
     dedup(v)
 }
 
-/// The files the Codex bridge reads, in order.
-pub fn codex_files(s: &CodexSettings, launch_dir: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+/// The files the Codex bridge reads, in order (relative ones against `base`).
+pub fn codex_files(s: &CodexSettings, base: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     dedup(
         s.codex
             .iter()
-            .map(|p| resolve_path(p, launch_dir, home))
+            .map(|p| resolve_path(p, base, home))
             .collect(),
     )
 }

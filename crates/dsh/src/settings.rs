@@ -622,7 +622,7 @@ pub fn resolve(set: &[&'static Plugin], layers: &[Layer]) -> Result<Resolved> {
                 };
                 bail!(
                     "{}: {key}: a project's settings may not set this (it decides where \
-                     credentials are sent or widens permissions); set it in \
+                     credentials are sent, widens permissions or runs commands); set it in \
                      $DSH_HOME/settings.toml, with -c or on the command line",
                     layer.origin
                 );
@@ -796,6 +796,10 @@ impl Config {
             .with_fact("workspace", json!(self.cwd))
             .with_fact("launch_dir", json!(launch))
             .with_fact("ephemeral", json!(!self.persist))
+            // Which layer set each key (`"<plugin id> <key>"` → a settings file's path, or
+            // `-c flags` / `command line` / `built-in defaults`): plugins resolve relative paths
+            // a file names against that file's directory.
+            .with_fact("setting_origins", json!(self.resolved.origins))
     }
 
     /// The sessions directory: the persistence seam's `dir` made absolute, else

@@ -432,7 +432,7 @@ fn a_project_file_may_not_redirect_credentials_or_widen_permissions() {
             stderr(&out),
             format!(
                 "error: {}: {key}: a project's settings may not set this (it decides where \
-                 credentials are sent or widens permissions); set it in $DSH_HOME/settings.toml, \
+                 credentials are sent, widens permissions or runs commands); set it in $DSH_HOME/settings.toml, \
                  with -c or on the command line\n",
                 file.display()
             )
