@@ -34,6 +34,27 @@ pub enum Answer {
     Deny(Option<String>),
 }
 
+/// The start of the permission preset's questions (a target outside the workspace, a tool
+/// that uses the network): the only questions a session grant (`p`, `s`) may answer.
+pub const GRANTABLE_PREFIX: &str = "permission preset workspace-write: ";
+
+/// Whether a question with approval `reason` may be answered by a session grant: only the
+/// permission preset's workspace questions ([`GRANTABLE_PREFIX`]). A hook's ask, a sandbox
+/// escalation or any other question depends on the call's content, so it always asks and
+/// offers only `y` / `n` (a grant neither answers it nor is offered for it).
+pub fn grantable(reason: Option<&str>) -> bool {
+    reason.is_some_and(|r| r.starts_with(GRANTABLE_PREFIX))
+}
+
+/// [`parse_answer`] for a question that offers session grants only when `grantable`: without
+/// them, `p` and `s` are not answers but deny, with the text as the reason.
+pub fn parse_offered(line: &str, has_path: bool, grantable: bool) -> Answer {
+    match parse_answer(line, has_path && grantable) {
+        Answer::SessionTool if !grantable => Answer::Deny(Some(line.trim().to_owned())),
+        a => a,
+    }
+}
+
 /// Parses one typed line: `y`/`yes` ⇒ [`Answer::Once`], `p` ⇒ [`Answer::SessionPath`] (only
 /// when the call has a path, else a denial), `s` ⇒ [`Answer::SessionTool`], `n`/`no` ⇒ deny
 /// without a reason, `n REASON` / `no REASON` ⇒ deny with REASON; an empty line denies (the
@@ -273,6 +294,8 @@ pub fn question_lines(
     width: Option<usize>,
 ) -> Vec<String> {
     use crate::toolview::visible;
+    let grantable = grantable(reason);
+    let path = path.filter(|_| grantable);
     let head = visible(&format!(
         "allow tool `{tool}`{}?",
         reason.map(|r| format!(" ({r})")).unwrap_or_default()
@@ -285,7 +308,9 @@ pub fn question_lines(
             p.display()
         )));
     }
-    answers.push(visible(&format!("[s] allow `{tool}` for this session")));
+    if grantable {
+        answers.push(visible(&format!("[s] allow `{tool}` for this session")));
+    }
     answers.push("[n] deny — `n REASON` tells the model why".to_owned());
     let mut out = Vec::new();
     match width {
@@ -399,5 +424,41 @@ mod tests {
             target_path(&json!({"file_path": "../a/./b"}), Path::new("/w/proj")),
             Some(PathBuf::from("/w/a/b"))
         );
+    }
+
+    #[test]
+    fn only_the_presets_workspace_questions_offer_session_grants() {
+        let preset = "permission preset workspace-write: write target /x is outside the workspace /w; approve this call to allow it once, or rerun with --permission-mode danger-full-access";
+        assert!(grantable(Some(preset)));
+        assert!(!grantable(Some("pushes need a human")));
+        assert!(!grantable(Some(
+            "escalate sandbox to danger-full-access: why"
+        )));
+        assert!(!grantable(None));
+        let hook = question_lines(
+            "bash",
+            Some("pushes need a human"),
+            Some(Path::new("/x")),
+            &[],
+            None,
+        );
+        assert_eq!(
+            hook,
+            [
+                "allow tool `bash` (pushes need a human)?",
+                "  [y] allow once",
+                "  [n] deny — `n REASON` tells the model why"
+            ]
+        );
+        assert_eq!(
+            parse_offered("s", true, false),
+            Answer::Deny(Some("s".into()))
+        );
+        assert_eq!(
+            parse_offered("p", true, false),
+            Answer::Deny(Some("p".into()))
+        );
+        assert_eq!(parse_offered("s", true, true), Answer::SessionTool);
+        assert_eq!(parse_offered("p", true, true), Answer::SessionPath);
     }
 }

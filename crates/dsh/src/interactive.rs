@@ -30,6 +30,8 @@ struct Ask {
     lines: Vec<String>,
     /// The call has a target path (`p` is an answer).
     has_path: bool,
+    /// Whether `p` / `s` are offered ([`approval_prompt::grantable`]).
+    grantable: bool,
     reply: oneshot::Sender<approval_prompt::Answer>,
 }
 
@@ -73,7 +75,10 @@ fn register_answerer(app: &App, tx: mpsc::Sender<Ask>) -> Result<Registration> {
                     .map(std::path::PathBuf::from)
                     .unwrap_or_default();
                 let path = approval_prompt::target_path(&args, &cwd);
-                if let Some(by) = grants.covering(&sid, &req.tool_name, path.as_deref()) {
+                let grantable = approval_prompt::grantable(req.reason.as_deref());
+                if grantable
+                    && let Some(by) = grants.covering(&sid, &req.tool_name, path.as_deref())
+                {
                     say(&crate::toolview::visible(&format!(
                         "  ✓ allowed: {by} is allowed for this session"
                     )));
@@ -91,6 +96,7 @@ fn register_answerer(app: &App, tx: mpsc::Sender<Ask>) -> Result<Registration> {
                 let ask = Ask {
                     lines,
                     has_path: path.is_some(),
+                    grantable,
                     reply,
                 };
                 if tx.send(ask).await.is_err() {
@@ -207,7 +213,7 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
     }
     let mut running = false;
     let mut turn_from_seq = 0u64;
-    let mut pending_ask: Option<(oneshot::Sender<approval_prompt::Answer>, bool)> = None;
+    let mut pending_ask: Option<(oneshot::Sender<approval_prompt::Answer>, bool, bool)> = None;
     // SIGTERM and SIGHUP (the terminal closed) cancel a running turn, save the session and end
     // the shell with exit 130 (`crate::signals`).
     let mut stops = crate::signals::StopSignals::install()?;
@@ -236,10 +242,10 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                 };
                 // The answer to the open question, unless the question is gone (its turn was
                 // cancelled): then the line is ordinary input.
-                if let Some((reply, has_path)) = pending_ask.take()
+                if let Some((reply, has_path, grantable)) = pending_ask.take()
                     && !reply.is_closed()
                 {
-                    let _ = reply.send(approval_prompt::parse_answer(&line, has_path));
+                    let _ = reply.send(approval_prompt::parse_offered(&line, has_path, grantable));
                     continue;
                 }
                 let line = line.trim().to_owned();
@@ -404,7 +410,7 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                     for l in &ask.lines {
                         say(l);
                     }
-                    pending_ask = Some((ask.reply, ask.has_path));
+                    pending_ask = Some((ask.reply, ask.has_path, ask.grantable));
                 }
             }
             () = idle(agent.as_ref()), if running => {
