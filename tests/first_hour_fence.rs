@@ -195,7 +195,7 @@ fn a_file_outside_the_repository_is_still_refused_in_exec() {
     assert_eq!(
         result,
         format!(
-            "Error: permission preset workspace-write: read target {} is outside the workspace {}; approve this call to allow it once, or rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
+            "Error: permission preset workspace-write: read target {} is outside the workspace {}; rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
             outside.display(),
             env.repo.display()
         )
@@ -259,7 +259,7 @@ fn dash_c_on_a_subdirectory_makes_it_the_root_for_the_fence_and_agents_md() {
     assert_eq!(
         replay.last_message(1),
         format!(
-            "Error: permission preset workspace-write: read target {} is outside the workspace {s}; approve this call to allow it once, or rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
+            "Error: permission preset workspace-write: read target {} is outside the workspace {s}; rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
             env.repo.join("top.txt").display()
         )
     );
@@ -292,7 +292,7 @@ fn dash_c_outside_the_repository_makes_that_directory_the_root() {
     assert_eq!(
         replay.last_message(2),
         format!(
-            "Error: permission preset workspace-write: read target {} is outside the workspace {o}; approve this call to allow it once, or rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
+            "Error: permission preset workspace-write: read target {} is outside the workspace {o}; rerun with --permission-mode danger-full-access (dsh exec cannot ask for approval)",
             env.repo.join("top.txt").display()
         )
     );
