@@ -721,6 +721,10 @@ fn slash_compact_in_the_shell_and_the_context_use_in_its_prompt() {
         .unwrap()
         .to_owned();
     Interactive::wait(&sh.stdout, "ctx] > ", 2);
+    // As upstream's command, /compact takes no arguments.
+    sh.send("/compact extra");
+    Interactive::wait(&sh.stderr, "Usage: /compact (no arguments)", 1);
+    Interactive::wait(&sh.stdout, "ctx] > ", 3);
     sh.send("/compact");
     Interactive::wait(&sh.stderr, "No compactable history yet.", 1);
     let (status, stdout, stderr) = sh.finish();
@@ -736,9 +740,10 @@ fn slash_compact_in_the_shell_and_the_context_use_in_its_prompt() {
         .collect();
     assert!(nums[1] < nums[0], "{line}");
     let shares = prompt_shares(&stdout);
-    assert_eq!(shares.len(), 3, "{stdout}");
+    assert_eq!(shares.len(), 4, "{stdout}");
     assert_eq!(shares[0], nums[0] * 100 / WINDOW, "{stdout}");
     assert_eq!(shares[1], nums[1] * 100 / WINDOW, "{stdout}");
+    assert_eq!(shares[2], shares[1], "{stdout}");
     assert!(stdout.contains("four files printed"));
     assert_eq!(
         model

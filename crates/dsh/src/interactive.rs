@@ -319,7 +319,10 @@ pub async fn run(app: App, resume: Option<String>, first: Option<String>) -> Res
                             }
                         }
                         "compact" => {
-                            if running {
+                            if !arg.is_empty() {
+                                // As upstream's command: it takes no arguments.
+                                say("Usage: /compact (no arguments)");
+                            } else if running {
                                 say("a turn is running; /compact works between turns (Ctrl-C it first)");
                             } else {
                                 match &agent {
